@@ -1,0 +1,205 @@
+//! Tools: named async host functions a guest may call, and the registry that holds them.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+/// A tool's failure, as the guest will see it. Keep the message free of secrets: it
+/// is handed to untrusted code verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolFailure(pub String);
+
+impl ToolFailure {
+    /// A failure with a guest-safe message.
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolFailure(message.into())
+    }
+}
+
+type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync;
+
+/// One tool: a name, a description and an argument schema for the model, and an async
+/// handler taking the validated argument object.
+///
+/// ```
+/// use serde_json::json;
+/// use wasmbox::Tool;
+/// let add = Tool::new("add", "Adds a and b", json!({"type": "object"}), |args| async move {
+///     Ok(json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)))
+/// });
+/// assert_eq!(add.name(), "add");
+/// ```
+#[derive(Clone)]
+pub struct Tool {
+    name: String,
+    description: String,
+    args_schema: Value,
+    timeout: Option<Duration>,
+    handler: Arc<Handler>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// Creates a tool. The handler gets the argument object after validation and returns
+    /// a JSON result or a [`ToolFailure`]. Name rules are checked by [`Tools::register`].
+    pub fn new<F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        args_schema: Value,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolFailure>> + Send + 'static,
+    {
+        Tool {
+            name: name.into(),
+            description: description.into(),
+            args_schema,
+            timeout: None,
+            handler: Arc::new(move |args| Box::pin(handler(args))),
+        }
+    }
+
+    /// Overrides the run's `tool_timeout_ms` for this tool.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The name guests call it by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The description shown to guests.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON Schema of its argument object.
+    pub fn args_schema(&self) -> &Value {
+        &self.args_schema
+    }
+
+    /// Its own deadline, if it overrides the run's.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    pub(crate) fn invoke(&self, args: Value) -> BoxFuture<'static, Result<Value, ToolFailure>> {
+        (self.handler)(args)
+    }
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolRegistrationError {
+    /// The name is not `[a-z_][a-z0-9_]*` of at most 64 bytes.
+    #[error("tool name `{0}` must match [a-z_][a-z0-9_]* and be at most 64 bytes (it becomes a Python and JS identifier)")]
+    InvalidName(String),
+    /// A tool of that name is already registered.
+    #[error("a tool named `{0}` is already registered")]
+    Duplicate(String),
+    /// The argument schema is not a JSON object.
+    #[error("the argument schema of tool `{0}` must be a JSON object")]
+    InvalidSchema(String),
+}
+
+/// The registry of every tool an engine embedder offers; each run picks a subset.
+#[derive(Clone, Debug, Default)]
+pub struct Tools {
+    by_name: BTreeMap<String, Arc<Tool>>,
+}
+
+impl Tools {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Tools::default()
+    }
+
+    /// Adds `tool`.
+    ///
+    /// # Errors
+    /// Refuses an invalid or duplicate name, or a schema that is not an object.
+    pub fn register(&mut self, tool: Tool) -> Result<&mut Self, ToolRegistrationError> {
+        if !is_valid_name(&tool.name) {
+            return Err(ToolRegistrationError::InvalidName(tool.name));
+        }
+        if !tool.args_schema.is_object() {
+            return Err(ToolRegistrationError::InvalidSchema(tool.name));
+        }
+        if self.by_name.contains_key(&tool.name) {
+            return Err(ToolRegistrationError::Duplicate(tool.name));
+        }
+        self.by_name.insert(tool.name.clone(), Arc::new(tool));
+        Ok(self)
+    }
+
+    /// The tool called `name`, if registered.
+    pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.by_name.get(name)
+    }
+
+    /// Every registered tool, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.by_name.values()
+    }
+
+    /// The number of registered tools.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// True when no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
+fn is_valid_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
+        && name.len() <= 64
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name, "d", json!({"type": "object"}), |_| async { Ok(Value::Null) })
+    }
+
+    #[test]
+    fn names_must_be_identifiers() {
+        let mut tools = Tools::new();
+        for bad in ["", "Add", "1add", "a-b", "a b", "ä", &"x".repeat(65)] {
+            assert!(matches!(tools.register(tool(bad)), Err(ToolRegistrationError::InvalidName(_))), "{bad}");
+        }
+        tools.register(tool("_private_2")).unwrap();
+        assert_eq!(tools.len(), 1);
+    }
+
+    #[test]
+    fn duplicates_and_non_object_schemas_are_refused() {
+        let mut tools = Tools::new();
+        tools.register(tool("add")).unwrap();
+        assert!(matches!(tools.register(tool("add")), Err(ToolRegistrationError::Duplicate(_))));
+        let bad = Tool::new("x", "d", json!("string"), |_| async { Ok(Value::Null) });
+        assert!(matches!(tools.register(bad), Err(ToolRegistrationError::InvalidSchema(_))));
+    }
+}

@@ -1,0 +1,124 @@
+//! The shared wasmtime engine: configuration, the epoch ticker and the precompile cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::Component;
+
+use crate::epoch_ticker::EpochTicker;
+use crate::error::Error;
+use crate::precompile_cache::{self, PrecompileCache, StoreError};
+
+/// Default epoch period: how late a wall-clock deadline may fire, and how often a
+/// running guest gives its tokio worker back to other tasks.
+pub const DEFAULT_EPOCH_TICK_MS: u64 = 10;
+
+/// How to build an [`Engine`].
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Where precompiled guests are cached. Default: `$WASMBOX_CACHE_DIR`, else the
+    /// platform cache directory (`~/.cache/wasmbox` on Linux).
+    pub cache_dir: PathBuf,
+    /// Epoch period in milliseconds. Default: [`DEFAULT_EPOCH_TICK_MS`].
+    pub epoch_tick_ms: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { cache_dir: precompile_cache::default_dir(), epoch_tick_ms: DEFAULT_EPOCH_TICK_MS }
+    }
+}
+
+/// One wasmtime engine shared by every runtime and run. Cheap to clone; `Send + Sync`;
+/// its epoch thread stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    wasmtime: wasmtime::Engine,
+    cache: PrecompileCache,
+    epoch_tick: Duration,
+    // Declared last so it is dropped (and joined) after the rest.
+    _ticker: EpochTicker,
+}
+
+impl Engine {
+    /// Builds an engine: component model, async host calls, fuel metering and epoch
+    /// interruption on, so every run can be bounded in instructions and in time.
+    ///
+    /// # Errors
+    /// [`Error::Engine`] when wasmtime rejects the configuration or the ticker thread
+    /// cannot start.
+    pub fn new(config: EngineConfig) -> Result<Self, Error> {
+        if config.epoch_tick_ms == 0 {
+            return Err(Error::Engine("epoch_tick_ms must be greater than zero".into()));
+        }
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_component_model(true)
+            // Fuel is the deterministic budget; epochs are the wall-clock deadline.
+            // Both change the generated code, hence both are in the cache key.
+            .consume_fuel(true)
+            .epoch_interruption(true);
+        let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| Error::Engine(e.to_string()))?;
+        let epoch_tick = Duration::from_millis(config.epoch_tick_ms);
+        let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick).map_err(|e| Error::Engine(e.to_string()))?;
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                wasmtime,
+                cache: PrecompileCache::new(config.cache_dir),
+                epoch_tick,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The precompile cache directory.
+    pub fn cache_dir(&self) -> &Path {
+        self.inner.cache.dir()
+    }
+
+    /// True when `component` is already precompiled for this engine, so loading it
+    /// takes milliseconds rather than a compile of many seconds.
+    pub fn is_precompiled(&self, component: &[u8]) -> bool {
+        self.inner.cache.artifact_path(&self.inner.wasmtime, component).is_file()
+    }
+
+    pub(crate) fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.inner.wasmtime
+    }
+
+    pub(crate) fn epoch_tick(&self) -> Duration {
+        self.inner.epoch_tick
+    }
+
+    /// Loads `component` from the cache, compiling and storing it first if needed.
+    pub(crate) fn load_component(&self, component: &[u8]) -> Result<Component, Error> {
+        let (engine, cache) = (&self.inner.wasmtime, &self.inner.cache);
+        let path = cache.artifact_path(engine, component);
+        if path.is_file() {
+            match cache.load(engine, &path) {
+                Ok(loaded) => return Ok(loaded),
+                // A truncated or stale artifact is rebuilt, not fatal.
+                Err(err) => tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompiled artifact"),
+            }
+        }
+        if wasmtime::Engine::detect_precompiled(component).is_some() {
+            return Err(Error::InvalidComponent("expected a component, got a precompiled artifact".into()));
+        }
+        // Validate and compile in one step; a bad component fails here with wasmtime's reason.
+        cache.store(engine, component, &path).map_err(|err| match err {
+            StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
+            StoreError::Io(err) => Error::Cache { dir: cache.dir().to_owned(), reason: err.to_string() },
+        })?;
+        cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("cache_dir", &self.cache_dir()).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,41 @@
+//! Errors of the embedding API. Runs never return these: a run always ends in an
+//! [`Outcome`](crate::Outcome). These cover setting things up.
+
+use std::path::PathBuf;
+
+/// Why an engine or a runtime could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// wasmtime refused the engine configuration.
+    #[error("could not create the wasm engine: {0}")]
+    Engine(String),
+    /// The guest component file could not be read.
+    #[error("could not read guest component {path}: {source}")]
+    ReadGuest {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A built-in guest has not been built yet.
+    #[error("the {language} guest is not built ({path} is missing): run `cargo xtask guests` first")]
+    GuestNotBuilt {
+        /// The guest language.
+        language: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// The bytes are not a component that targets the `wasmbox:sandbox` world, or
+    /// compiling it failed.
+    #[error("invalid guest component: {0}")]
+    InvalidComponent(String),
+    /// The precompile cache could not be written.
+    #[error("could not write the precompile cache in {dir}: {reason}")]
+    Cache {
+        /// The cache directory.
+        dir: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}

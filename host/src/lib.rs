@@ -1,0 +1,51 @@
+//! wasmbox runs untrusted code — LLM-written Python, or any WebAssembly component that
+//! targets the `wasmbox:sandbox` WIT world — inside wasmtime, with fuel, deadline and
+//! memory limits and no ambient capabilities. Guest code reaches the world only through
+//! [`Tool`]s, mediated by one broker that checks every call against the run's [`Scope`]
+//! and [`Limits`].
+//!
+//! # Use
+//! Build one [`Engine`] per process, one [`Runtime`] per guest language, and a
+//! [`Sandbox`] per configuration (tools, scope, limits); every [`Sandbox::run`] gets a
+//! fresh instance and returns an [`Outcome`]:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), wasmbox::Error> {
+//! use wasmbox::{Engine, EngineConfig, Runtime, Sandbox, Tools};
+//! let engine = Engine::new(EngineConfig::default())?;
+//! let sandbox = Sandbox::new(Runtime::python(&engine)?, Tools::new());
+//! let outcome = sandbox.run("import math\nmath.factorial(10)").await;
+//! assert_eq!(outcome.value, Some(serde_json::json!(3628800)));
+//! # Ok(()) }
+//! ```
+//!
+//! # Security
+//! The guest gets a deny-all WASI context (no files, environment, arguments, network or
+//! host stdio; see `wasi.rs`), a fresh Store per run, and only the tools in its scope.
+//! Limits that a guest could observe and swallow (a `MemoryError`, a refused tool call)
+//! are latched on the host and reported in the outcome.
+
+#![deny(missing_docs)]
+
+mod bindings;
+mod broker;
+mod engine;
+mod epoch_ticker;
+mod error;
+mod limits;
+mod outcome;
+mod output_capture;
+mod precompile_cache;
+mod run_state;
+mod runtime;
+mod sandbox;
+mod termination;
+mod wasi;
+
+pub use broker::{BrokerCtx, CallError, JsonError, Scope, Tool, ToolFailure, ToolRegistrationError, Tools};
+pub use engine::{Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS};
+pub use error::Error;
+pub use limits::*;
+pub use outcome::{CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
+pub use runtime::{builtin_guest_path, Runtime};
+pub use sandbox::Sandbox;

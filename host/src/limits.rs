@@ -1,0 +1,199 @@
+//! Per-run resource limits: plain serde data with units in the field names.
+//!
+//! Every field has a finite default (a documented `DEFAULT_…` constant) and
+//! [`Limits::validate`] rejects nonsense instead of silently clamping it.
+//!
+//! ```
+//! use wasmbox::Limits;
+//! let limits = Limits { timeout_ms: 2_000, max_tool_calls: 20, ..Limits::default() };
+//! limits.validate().unwrap();
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Default wall-clock deadline of a run, tool waits included.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// Default fuel budget. CPython-in-wasm spends roughly 2,400 fuel per iteration of a
+/// trivial `for` loop, so this is on the order of 8 million Python loop iterations — a
+/// deterministic backstop that normally lets the wall-clock deadline fire first.
+pub const DEFAULT_FUEL: u64 = 20_000_000_000;
+/// Default cap on the guest's linear memories and tables, in bytes.
+pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 256 << 20;
+/// Default cap on captured stdout.
+pub const DEFAULT_MAX_STDOUT_BYTES: u64 = 1 << 20;
+/// Default cap on captured stderr.
+pub const DEFAULT_MAX_STDERR_BYTES: u64 = 1 << 20;
+/// Default cap on the submitted source code.
+pub const DEFAULT_MAX_CODE_BYTES: u64 = 1 << 20;
+/// Default cap on the run's final JSON value (and its input), in bytes.
+pub const DEFAULT_MAX_RESULT_BYTES: u64 = 1 << 20;
+/// Default ceiling on tool calls per run.
+pub const DEFAULT_MAX_TOOL_CALLS: u32 = 100;
+/// Default cap on one tool call's argument JSON, checked before parsing.
+pub const DEFAULT_MAX_TOOL_ARGS_BYTES: u64 = 256 << 10;
+/// Default cap on one tool result's JSON, in bytes.
+pub const DEFAULT_MAX_TOOL_RESULT_BYTES: u64 = 1 << 20;
+/// Default cap on the sum of all tool results of one run, in bytes.
+pub const DEFAULT_MAX_CUMULATIVE_RESULT_BYTES: u64 = 8 << 20;
+/// Default nesting cap for every JSON value crossing the boundary.
+pub const DEFAULT_MAX_JSON_DEPTH: u32 = 64;
+/// Default per-call deadline of a tool.
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 5_000;
+
+/// The smallest memory cap that makes sense: the CPython guest needs ~16 MiB to start.
+const MIN_MEMORY_BYTES: u64 = 1 << 20;
+/// Beyond this a 32-bit wasm memory cannot grow anyway.
+const MAX_MEMORY_BYTES: u64 = 4 << 30;
+/// JSON nesting beyond this risks the host's own recursion depth.
+const MAX_JSON_DEPTH: u32 = 512;
+
+/// Limits that apply to one run. Construct with `Limits::default()` and struct update
+/// syntax, or deserialize from JSON/TOML (unknown fields are rejected).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock deadline of the whole run, including time spent waiting on tools.
+    pub timeout_ms: u64,
+    /// Fuel budget (wasm instructions, roughly). See [`DEFAULT_FUEL`] for what it means.
+    pub fuel: u64,
+    /// Cap on guest memory (linear memories and tables together).
+    pub max_memory_bytes: u64,
+    /// Cap on captured stdout; a guest writing past it is stopped with `output_limit`.
+    pub max_stdout_bytes: u64,
+    /// Cap on captured stderr; a guest writing past it is stopped with `output_limit`.
+    pub max_stderr_bytes: u64,
+    /// Cap on the source code of a run.
+    pub max_code_bytes: u64,
+    /// Cap on the run's JSON input and its final JSON value.
+    pub max_result_bytes: u64,
+    /// Ceiling on tool calls in one run; the next call is refused.
+    pub max_tool_calls: u32,
+    /// Cap on one call's argument JSON, checked before it is parsed.
+    pub max_tool_args_bytes: u64,
+    /// Cap on one tool result's JSON.
+    pub max_tool_result_bytes: u64,
+    /// Cap on all tool results of a run together; must be ≥ `max_tool_result_bytes`.
+    pub max_cumulative_result_bytes: u64,
+    /// Nesting cap on every JSON value crossing the boundary.
+    pub max_json_depth: u32,
+    /// Deadline of one tool call (tools may override it with a shorter or longer one).
+    pub tool_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            fuel: DEFAULT_FUEL,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            max_stdout_bytes: DEFAULT_MAX_STDOUT_BYTES,
+            max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
+            max_code_bytes: DEFAULT_MAX_CODE_BYTES,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            max_tool_args_bytes: DEFAULT_MAX_TOOL_ARGS_BYTES,
+            max_tool_result_bytes: DEFAULT_MAX_TOOL_RESULT_BYTES,
+            max_cumulative_result_bytes: DEFAULT_MAX_CUMULATIVE_RESULT_BYTES,
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
+            tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
+        }
+    }
+}
+
+/// A [`Limits`] value that makes no sense.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid limit `{field}`: {reason}")]
+pub struct LimitsError {
+    /// The offending field.
+    pub field: &'static str,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+impl Limits {
+    /// Checks that every limit is usable.
+    ///
+    /// # Errors
+    /// A [`LimitsError`] naming the first field that is zero where zero makes no sense,
+    /// out of range, or inconsistent with another field.
+    pub fn validate(&self) -> Result<(), LimitsError> {
+        let nonzero: [(&'static str, u64); 11] = [
+            ("timeout_ms", self.timeout_ms),
+            ("fuel", self.fuel),
+            ("max_stdout_bytes", self.max_stdout_bytes),
+            ("max_stderr_bytes", self.max_stderr_bytes),
+            ("max_code_bytes", self.max_code_bytes),
+            ("max_result_bytes", self.max_result_bytes),
+            ("max_tool_args_bytes", self.max_tool_args_bytes),
+            ("max_tool_result_bytes", self.max_tool_result_bytes),
+            ("max_cumulative_result_bytes", self.max_cumulative_result_bytes),
+            ("max_json_depth", u64::from(self.max_json_depth)),
+            ("tool_timeout_ms", self.tool_timeout_ms),
+        ];
+        if let Some((field, _)) = nonzero.iter().find(|(_, v)| *v == 0) {
+            return Err(LimitsError { field, reason: "must be greater than zero".into() });
+        }
+        if !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&self.max_memory_bytes) {
+            return Err(LimitsError {
+                field: "max_memory_bytes",
+                reason: format!("must be between {MIN_MEMORY_BYTES} and {MAX_MEMORY_BYTES}"),
+            });
+        }
+        if self.max_json_depth > MAX_JSON_DEPTH {
+            return Err(LimitsError {
+                field: "max_json_depth",
+                reason: format!("must be at most {MAX_JSON_DEPTH}"),
+            });
+        }
+        if self.max_cumulative_result_bytes < self.max_tool_result_bytes {
+            return Err(LimitsError {
+                field: "max_cumulative_result_bytes",
+                reason: "must be at least max_tool_result_bytes".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Limits::default().validate().unwrap();
+    }
+
+    #[test]
+    fn zero_timeout_is_rejected() {
+        let err = Limits { timeout_ms: 0, ..Limits::default() }.validate().unwrap_err();
+        assert_eq!(err.field, "timeout_ms");
+    }
+
+    #[test]
+    fn cumulative_below_single_result_is_rejected() {
+        let limits = Limits {
+            max_tool_result_bytes: 10,
+            max_cumulative_result_bytes: 9,
+            ..Limits::default()
+        };
+        assert_eq!(limits.validate().unwrap_err().field, "max_cumulative_result_bytes");
+    }
+
+    #[test]
+    fn memory_out_of_range_is_rejected() {
+        let tiny = Limits { max_memory_bytes: 1024, ..Limits::default() };
+        assert_eq!(tiny.validate().unwrap_err().field, "max_memory_bytes");
+        let huge = Limits { max_memory_bytes: 8 << 30, ..Limits::default() };
+        assert_eq!(huge.validate().unwrap_err().field, "max_memory_bytes");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err = serde_json::from_str::<Limits>(r#"{"timeout_msec": 5}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        let ok: Limits = serde_json::from_str(r#"{"timeout_ms": 5}"#).unwrap();
+        assert_eq!(ok.timeout_ms, 5);
+        assert_eq!(ok.fuel, DEFAULT_FUEL);
+    }
+}

@@ -1,0 +1,167 @@
+//! Capped in-memory capture of a guest's stdout or stderr.
+//!
+//! Writing past the cap keeps the bytes up to the cap, marks the capture truncated,
+//! latches the breach and traps the guest, so a print flood ends the run with
+//! `output_limit` promptly and the same way in every guest language (CPython would
+//! otherwise raise a catchable `BrokenPipeError` while SpiderMonkey drops output
+//! silently).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi_io::poll::Pollable;
+use wasmtime_wasi_io::streams::{OutputStream, StreamError};
+
+use crate::outcome::CapturedOutput;
+
+/// How much a guest may write in one `write` call; the WASI default permit size.
+const WRITE_PERMIT_BYTES: usize = 64 << 10;
+
+/// The marker error a capture traps the guest with; classified as `output_limit`.
+#[derive(Debug, thiserror::Error)]
+#[error("{stream} exceeded its cap of {cap} bytes")]
+pub(crate) struct OutputLimitExceeded {
+    stream: &'static str,
+    cap: usize,
+}
+
+#[derive(Default)]
+struct Buffer {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+/// A cloneable handle to one captured stream; all clones share the buffer.
+#[derive(Clone)]
+pub(crate) struct OutputCapture {
+    stream: &'static str,
+    cap: usize,
+    buffer: Arc<Mutex<Buffer>>,
+}
+
+impl OutputCapture {
+    pub(crate) fn new(stream: &'static str, cap: usize) -> Self {
+        OutputCapture { stream, cap, buffer: Arc::default() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Buffer> {
+        // A poisoned lock only means a panic elsewhere mid-append; the bytes are still
+        // a valid prefix, so keep using them rather than propagating the panic.
+        self.buffer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Appends `bytes`, keeping at most `cap` in total. Returns false on overflow.
+    fn append(&self, bytes: &[u8]) -> bool {
+        let mut buffer = self.lock();
+        let room = self.cap.saturating_sub(buffer.bytes.len());
+        if bytes.len() <= room {
+            buffer.bytes.extend_from_slice(bytes);
+            return true;
+        }
+        buffer.bytes.extend_from_slice(&bytes[..room]);
+        buffer.truncated = true;
+        false
+    }
+
+    fn overflow_error(&self) -> OutputLimitExceeded {
+        OutputLimitExceeded { stream: self.stream, cap: self.cap }
+    }
+
+    /// True once the guest has written past the cap.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.lock().truncated
+    }
+
+    /// The captured text so far (invalid UTF-8 replaced).
+    pub(crate) fn snapshot(&self) -> CapturedOutput {
+        let buffer = self.lock();
+        CapturedOutput {
+            text: String::from_utf8_lossy(&buffer.bytes).into_owned(),
+            truncated: buffer.truncated,
+        }
+    }
+}
+
+impl IsTerminal for OutputCapture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for OutputCapture {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for OutputCapture {
+    // Memory is always ready; there is nothing to wait for.
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for OutputCapture {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        if self.append(&bytes) {
+            Ok(())
+        } else {
+            Err(StreamError::Trap(wasmtime::Error::new(self.overflow_error())))
+        }
+    }
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        // Never report 0: a guest told "not ready" would wait forever. Overflow is
+        // detected (and trapped) on the write itself.
+        Ok(WRITE_PERMIT_BYTES)
+    }
+}
+
+impl AsyncWrite for OutputCapture {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if self.append(buf) {
+            Poll::Ready(Ok(buf.len()))
+        } else {
+            Poll::Ready(Err(io::Error::other(self.overflow_error())))
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_a_prefix_up_to_the_cap_and_latches_overflow() {
+        let mut capture = OutputCapture::new("stdout", 5);
+        assert!(capture.write(Bytes::from_static(b"abc")).is_ok());
+        assert!(!capture.overflowed());
+        let err = capture.write(Bytes::from_static(b"defg")).unwrap_err();
+        assert!(matches!(err, StreamError::Trap(_)));
+        assert!(capture.overflowed());
+        let out = capture.snapshot();
+        assert_eq!(out.text, "abcde");
+        assert!(out.truncated);
+    }
+
+    #[test]
+    fn never_reports_zero_permit() {
+        let mut capture = OutputCapture::new("stdout", 0);
+        assert!(capture.check_write().unwrap() > 0);
+    }
+}

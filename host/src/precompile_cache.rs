@@ -1,0 +1,138 @@
+//! The on-disk cache of precompiled guest components.
+//!
+//! Compiling the CPython component takes ~20 s; loading a precompiled artifact with
+//! `deserialize_file` (an mmap) takes milliseconds. Artifacts are keyed by the SHA-256
+//! of the component bytes *and* the engine's compatibility hash, because fuel, epoch
+//! and target settings change the generated code.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// Feeds `std::hash::Hash` output into SHA-256, so the engine's compatibility hash
+/// becomes a stable file name (std's `DefaultHasher` promises no stability).
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn finish(&self) -> u64 {
+        unreachable!("only the full digest is used")
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// Why an artifact could not be stored.
+pub(crate) enum StoreError {
+    /// The component is invalid or failed to compile.
+    Compile(wasmtime::Error),
+    /// The cache directory could not be written.
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(err: std::io::Error) -> Self {
+        StoreError::Io(err)
+    }
+}
+
+/// Where precompiled artifacts live, and how they are named.
+#[derive(Clone, Debug)]
+pub(crate) struct PrecompileCache {
+    dir: PathBuf,
+}
+
+impl PrecompileCache {
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        PrecompileCache { dir }
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The artifact path for `component` compiled by `engine`.
+    pub(crate) fn artifact_path(&self, engine: &wasmtime::Engine, component: &[u8]) -> PathBuf {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hasher.0.update(Sha256::digest(component));
+        let key = hex::encode(&hasher.0.finalize()[..20]);
+        self.dir.join(format!("{key}.cwasm"))
+    }
+
+    /// Loads the artifact at `path`, which this module wrote.
+    pub(crate) fn load(
+        &self,
+        engine: &wasmtime::Engine,
+        path: &Path,
+    ) -> wasmtime::Result<wasmtime::component::Component> {
+        // SAFETY: `deserialize_file` trusts the file to be an artifact produced by
+        // `precompile_component` of a compatible engine. Only `store` below writes into
+        // this directory (atomically, via rename), the name carries the engine's
+        // compatibility hash, and wasmtime itself re-checks the header's version and
+        // config before mapping the code. Operators must keep the cache directory
+        // writable only by the user running wasmbox, like any directory of executables.
+        #[allow(unsafe_code)]
+        unsafe {
+            wasmtime::component::Component::deserialize_file(engine, path)
+        }
+    }
+
+    /// Compiles `component` and stores the artifact at `path`, atomically.
+    pub(crate) fn store(
+        &self,
+        engine: &wasmtime::Engine,
+        component: &[u8],
+        path: &Path,
+    ) -> Result<(), StoreError> {
+        let artifact = engine.precompile_component(component).map_err(StoreError::Compile)?;
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &artifact)?;
+        // Rename is atomic on one filesystem: a concurrent reader sees the old state or
+        // the whole artifact, never half of it. Losing a race to another writer is fine.
+        if let Err(err) = std::fs::rename(&tmp, path) {
+            let _ = std::fs::remove_file(&tmp);
+            if !path.exists() {
+                return Err(err.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The default cache directory: `$WASMBOX_CACHE_DIR`, else the platform cache dir.
+pub(crate) fn default_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WASMBOX_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = if cfg!(windows) {
+        std::env::var_os("LOCALAPPDATA").map(PathBuf::from)
+    } else if cfg!(target_os = "macos") {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join("Library/Caches"))
+    } else {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    };
+    base.unwrap_or_else(std::env::temp_dir).join("wasmbox")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_depends_on_component_and_engine_config() {
+        let cache = PrecompileCache::new(PathBuf::from("/cache"));
+        let plain = wasmtime::Engine::default();
+        let mut config = wasmtime::Config::new();
+        config.consume_fuel(true);
+        let fueled = wasmtime::Engine::new(&config).unwrap();
+        let a = cache.artifact_path(&plain, b"component a");
+        assert_eq!(a, cache.artifact_path(&plain, b"component a"));
+        assert_ne!(a, cache.artifact_path(&plain, b"component b"));
+        assert_ne!(a, cache.artifact_path(&fueled, b"component a"));
+    }
+}

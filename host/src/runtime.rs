@@ -1,0 +1,101 @@
+//! A compiled guest, linked and ready to instantiate: one per language per engine.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::Linker;
+
+use crate::bindings::CodeRunnerPre;
+use crate::broker::link as broker_link;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::run_state::RunState;
+
+/// A guest component compiled for an [`Engine`], with its imports resolved once
+/// (`InstancePre`) so each run only instantiates. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    engine: Engine,
+    name: String,
+    pre: CodeRunnerPre<RunState>,
+}
+
+impl Runtime {
+    /// The CPython guest built by `cargo xtask guests` (see [`builtin_guest_path`]).
+    ///
+    /// # Errors
+    /// [`Error::GuestNotBuilt`] when the component file is missing; otherwise as
+    /// [`Runtime::from_file`].
+    pub fn python(engine: &Engine) -> Result<Self, Error> {
+        Self::builtin(engine, "python")
+    }
+
+    fn builtin(engine: &Engine, language: &str) -> Result<Self, Error> {
+        let path = builtin_guest_path(language);
+        if !path.is_file() {
+            return Err(Error::GuestNotBuilt { language: language.into(), path });
+        }
+        let bytes = std::fs::read(&path).map_err(|source| Error::ReadGuest { path, source })?;
+        Self::from_bytes(engine, language, &bytes)
+    }
+
+    /// Loads a component file that targets the `wasmbox:sandbox` world.
+    ///
+    /// # Errors
+    /// [`Error::ReadGuest`] if unreadable, else as [`Runtime::from_bytes`].
+    pub fn from_file(engine: &Engine, path: &Path) -> Result<Self, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest { path: path.to_owned(), source })?;
+        let name = path.file_stem().map_or_else(|| "guest".into(), |s| s.to_string_lossy().into_owned());
+        Self::from_bytes(engine, &name, &bytes)
+    }
+
+    /// Loads component bytes: from the precompile cache when present, else compiling
+    /// (seconds for a large guest; see [`Engine::is_precompiled`]) and caching them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidComponent`] when the bytes are not a valid component or it needs
+    /// imports the host does not provide; [`Error::Cache`] when the cache is unwritable.
+    pub fn from_bytes(engine: &Engine, name: &str, component: &[u8]) -> Result<Self, Error> {
+        let component = engine.load_component(component)?;
+        let mut linker = Linker::<RunState>::new(engine.wasmtime());
+        let invalid = |e: wasmtime::Error| Error::InvalidComponent(format!("{e:#}"));
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(invalid)?;
+        broker_link::add_to_linker(&mut linker).map_err(invalid)?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(invalid)?;
+        let pre = CodeRunnerPre::new(instance_pre).map_err(invalid)?;
+        Ok(Runtime { inner: Arc::new(RuntimeInner { engine: engine.clone(), name: name.into(), pre }) })
+    }
+
+    /// A short name for the guest (`python`, or the file stem).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn pre(&self) -> &CodeRunnerPre<RunState> {
+        &self.inner.pre
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("name", &self.name()).finish_non_exhaustive()
+    }
+}
+
+/// Where a built-in guest component is looked for: `$WASMBOX_GUEST_DIR/<language>.wasm`,
+/// else `target/guests/<language>.wasm` of the workspace this crate was built in
+/// (where `cargo xtask guests` puts it).
+pub fn builtin_guest_path(language: &str) -> PathBuf {
+    let dir = std::env::var_os("WASMBOX_GUEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests"));
+    dir.join(format!("{language}.wasm"))
+}

@@ -1,0 +1,179 @@
+//! One run: a fresh Store from the runtime's `InstancePre`, the run's limits, the call,
+//! and the classification of how it ended.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunError};
+use crate::broker::{self, BrokerCtx, Scope, Tools};
+use crate::limits::Limits;
+use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
+use crate::output_capture::OutputCapture;
+use crate::run_state::{CancelFlag, MemoryGuard, RunState};
+use crate::runtime::Runtime;
+use crate::termination::{classify_trap, Termination};
+use crate::wasi;
+
+/// A reusable run configuration: a runtime, the tools, a scope and limits. Cheap to
+/// clone; every [`Sandbox::run`] gets a fresh instance, so nothing leaks between runs.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), wasmbox::Error> {
+/// use serde_json::json;
+/// use wasmbox::{Engine, EngineConfig, Runtime, Sandbox, Scope, Tool, Tools};
+///
+/// let engine = Engine::new(EngineConfig::default())?;
+/// let mut tools = Tools::new();
+/// tools.register(Tool::new("add", "Adds a and b", json!({"type": "object"}), |args| async move {
+///     Ok(json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)))
+/// })).expect("valid tool");
+/// let sandbox = Sandbox::new(Runtime::python(&engine)?, tools).scope(Scope::All);
+/// let outcome = sandbox.run("tools.add(a=1, b=2) * 10").await;
+/// assert_eq!(outcome.value, Some(json!(30)));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    runtime: Runtime,
+    tools: Arc<Tools>,
+    scope: Scope,
+    limits: Limits,
+}
+
+impl Sandbox {
+    /// A sandbox over `runtime` that knows `tools` but may call none of them (the scope
+    /// is [`Scope::None`]) and has default [`Limits`].
+    pub fn new(runtime: Runtime, tools: Tools) -> Self {
+        Sandbox { runtime, tools: Arc::new(tools), scope: Scope::None, limits: Limits::default() }
+    }
+
+    /// Sets which tools runs may call.
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Sets the limits of each run (checked when a run starts).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits each run gets.
+    pub fn current_limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs `code` with a `null` input.
+    pub async fn run(&self, code: &str) -> Outcome {
+        self.run_with_input(code, &Value::Null).await
+    }
+
+    /// Runs `code` with `input` visible to it (`INPUT` in Python). Never panics and
+    /// never returns an error: every ending is an [`Outcome`]. Dropping the future
+    /// stops the guest and drops its Store.
+    pub async fn run_with_input(&self, code: &str, input: &Value) -> Outcome {
+        let started = Instant::now();
+        let mut outcome = match self.prepare(code, input) {
+            Ok(input_json) => self.execute(code, &input_json, CancelFlag::default()).await,
+            Err(error) => Outcome::early(Status::InvalidRequest, error),
+        };
+        outcome.stats.wall_time_us = started.elapsed().as_micros() as u64;
+        outcome
+    }
+
+    fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {
+        let limits = &self.limits;
+        limits.validate().map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
+        if code.len() as u64 > limits.max_code_bytes {
+            let message = format!("code is {} bytes, over the cap of {} bytes", code.len(), limits.max_code_bytes);
+            return Err(ErrorDetail::new("max_code_bytes", message));
+        }
+        broker::serialize_capped(input, limits.max_result_bytes, limits.max_json_depth, "input")
+            .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
+    }
+
+    async fn execute(&self, code: &str, input_json: &str, cancel: CancelFlag) -> Outcome {
+        let limits = &self.limits;
+        let engine = self.runtime.engine();
+        let stdout = OutputCapture::new("stdout", limits.max_stdout_bytes as usize);
+        let stderr = OutputCapture::new("stderr", limits.max_stderr_bytes as usize);
+        let timeout = Duration::from_millis(limits.timeout_ms);
+        let state = RunState {
+            wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
+            table: ResourceTable::new(),
+            broker: BrokerCtx::new(Arc::clone(&self.tools), self.scope.clone(), limits.clone()),
+            memory: MemoryGuard::new(limits.max_memory_bytes),
+            deadline: Instant::now() + timeout,
+            cancel,
+        };
+        let mut store = Store::new(engine.wasmtime(), state);
+        store.limiter(|state| &mut state.memory);
+        if let Err(err) = store.set_fuel(limits.fuel) {
+            return internal(format!("setting fuel: {err}"));
+        }
+        // Compute is interrupted by epochs: at every tick past the deadline check, stop
+        // if the deadline passed or the run was cancelled, else give the tokio worker
+        // back (guest code never yields on its own) and check again next tick.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            let state = ctx.data();
+            if state.cancel.is_cancelled() || Instant::now() >= state.deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+
+        // Epochs do not fire while the guest waits in an async host call (a tool, a
+        // sleep), so a host timer bounds the whole run too, a little after the epoch
+        // deadline so that compute-bound guests are stopped by the epoch.
+        let hard_timeout = timeout + 2 * engine.epoch_tick();
+        let mut instantiate_time = Duration::ZERO;
+        let call = async {
+            let instantiate_started = Instant::now();
+            let runner = self.runtime.pre().instantiate_async(&mut store).await?;
+            instantiate_time = instantiate_started.elapsed();
+            runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await
+        };
+        let result = tokio::time::timeout(hard_timeout, call).await;
+
+        // The call future is gone; the Store is only read from here on, then dropped.
+        let fuel_left = store.get_fuel().unwrap_or(0);
+        let state = store.into_data();
+        let termination = match result {
+            Err(_elapsed) => Termination::Timeout,
+            Ok(Err(err)) => classify_trap(&err, state.cancel.is_cancelled()),
+            Ok(Ok(Ok(json))) => Termination::Returned(json),
+            Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
+        };
+        let (tool_calls, breach) = state.broker.into_report();
+        let mut outcome = termination.into_outcome(limits, state.memory.exceeded(), stdout.overflowed() || stderr.overflowed(), breach);
+        outcome.stdout = stdout.snapshot();
+        outcome.stderr = stderr.snapshot();
+        outcome.tool_calls = tool_calls;
+        outcome.stats = Stats {
+            wall_time_us: 0,
+            instantiate_time_us: instantiate_time.as_micros() as u64,
+            fuel_used: limits.fuel.saturating_sub(fuel_left),
+            peak_memory_bytes: state.memory.peak_bytes() as u64,
+        };
+        outcome
+    }
+}
+
+fn internal(message: String) -> Outcome {
+    Outcome::early(Status::Internal, ErrorDetail::new("internal", message))
+}
+
+fn guest_error(error: RunError) -> ErrorDetail {
+    let from = |e: GuestException| ErrorDetail { kind: e.kind, message: e.message, traceback: e.traceback };
+    match error {
+        RunError::Syntax(e) | RunError::Exception(e) => from(e),
+        RunError::Contract(message) => ErrorDetail::new("ContractError", message),
+    }
+}
