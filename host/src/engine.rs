@@ -26,7 +26,10 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { cache_dir: precompile_cache::default_dir(), epoch_tick_ms: DEFAULT_EPOCH_TICK_MS }
+        EngineConfig {
+            cache_dir: precompile_cache::default_dir(),
+            epoch_tick_ms: DEFAULT_EPOCH_TICK_MS,
+        }
     }
 }
 
@@ -54,7 +57,9 @@ impl Engine {
     /// cannot start.
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
         if config.epoch_tick_ms == 0 {
-            return Err(Error::Engine("epoch_tick_ms must be greater than zero".into()));
+            return Err(Error::Engine(
+                "epoch_tick_ms must be greater than zero".into(),
+            ));
         }
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
@@ -64,7 +69,8 @@ impl Engine {
             .epoch_interruption(true);
         let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| Error::Engine(e.to_string()))?;
         let epoch_tick = Duration::from_millis(config.epoch_tick_ms);
-        let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick).map_err(|e| Error::Engine(e.to_string()))?;
+        let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick)
+            .map_err(|e| Error::Engine(e.to_string()))?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
@@ -83,7 +89,10 @@ impl Engine {
     /// True when `component` is already precompiled for this engine, so loading it
     /// takes milliseconds rather than a compile of many seconds.
     pub fn is_precompiled(&self, component: &[u8]) -> bool {
-        self.inner.cache.artifact_path(&self.inner.wasmtime, component).is_file()
+        self.inner
+            .cache
+            .artifact_path(&self.inner.wasmtime, component)
+            .is_file()
     }
 
     pub(crate) fn wasmtime(&self) -> &wasmtime::Engine {
@@ -102,23 +111,36 @@ impl Engine {
             match cache.load(engine, &path) {
                 Ok(loaded) => return Ok(loaded),
                 // A truncated or stale artifact is rebuilt, not fatal.
-                Err(err) => tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompiled artifact"),
+                Err(err) => {
+                    tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompiled artifact")
+                }
             }
         }
         if wasmtime::Engine::detect_precompiled(component).is_some() {
-            return Err(Error::InvalidComponent("expected a component, got a precompiled artifact".into()));
+            return Err(Error::InvalidComponent(
+                "expected a component, got a precompiled artifact".into(),
+            ));
         }
         // Validate and compile in one step; a bad component fails here with wasmtime's reason.
-        cache.store(engine, component, &path).map_err(|err| match err {
-            StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
-            StoreError::Io(err) => Error::Cache { dir: cache.dir().to_owned(), reason: err.to_string() },
-        })?;
-        cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))
+        cache
+            .store(engine, component, &path)
+            .map_err(|err| match err {
+                StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
+                StoreError::Io(err) => Error::Cache {
+                    dir: cache.dir().to_owned(),
+                    reason: err.to_string(),
+                },
+            })?;
+        cache
+            .load(engine, &path)
+            .map_err(|e| Error::InvalidComponent(format!("{e:#}")))
     }
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("cache_dir", &self.cache_dir()).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("cache_dir", &self.cache_dir())
+            .finish_non_exhaustive()
     }
 }

@@ -42,10 +42,14 @@ mod sandbox;
 mod termination;
 mod wasi;
 
-pub use broker::{BrokerCtx, CallError, JsonError, Scope, Tool, ToolFailure, ToolRegistrationError, Tools};
+pub use broker::{
+    BrokerCtx, CallError, JsonError, Scope, Tool, ToolFailure, ToolRegistrationError, Tools,
+};
 pub use engine::{Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS};
 pub use error::Error;
 pub use limits::*;
-pub use outcome::{CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
+pub use outcome::{
+    CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord,
+};
 pub use runtime::{builtin_guest_path, Runtime};
 pub use sandbox::Sandbox;

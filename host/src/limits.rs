@@ -126,12 +126,18 @@ impl Limits {
             ("max_result_bytes", self.max_result_bytes),
             ("max_tool_args_bytes", self.max_tool_args_bytes),
             ("max_tool_result_bytes", self.max_tool_result_bytes),
-            ("max_cumulative_result_bytes", self.max_cumulative_result_bytes),
+            (
+                "max_cumulative_result_bytes",
+                self.max_cumulative_result_bytes,
+            ),
             ("max_json_depth", u64::from(self.max_json_depth)),
             ("tool_timeout_ms", self.tool_timeout_ms),
         ];
         if let Some((field, _)) = nonzero.iter().find(|(_, v)| *v == 0) {
-            return Err(LimitsError { field, reason: "must be greater than zero".into() });
+            return Err(LimitsError {
+                field,
+                reason: "must be greater than zero".into(),
+            });
         }
         if !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&self.max_memory_bytes) {
             return Err(LimitsError {
@@ -166,7 +172,12 @@ mod tests {
 
     #[test]
     fn zero_timeout_is_rejected() {
-        let err = Limits { timeout_ms: 0, ..Limits::default() }.validate().unwrap_err();
+        let err = Limits {
+            timeout_ms: 0,
+            ..Limits::default()
+        }
+        .validate()
+        .unwrap_err();
         assert_eq!(err.field, "timeout_ms");
     }
 
@@ -177,14 +188,23 @@ mod tests {
             max_cumulative_result_bytes: 9,
             ..Limits::default()
         };
-        assert_eq!(limits.validate().unwrap_err().field, "max_cumulative_result_bytes");
+        assert_eq!(
+            limits.validate().unwrap_err().field,
+            "max_cumulative_result_bytes"
+        );
     }
 
     #[test]
     fn memory_out_of_range_is_rejected() {
-        let tiny = Limits { max_memory_bytes: 1024, ..Limits::default() };
+        let tiny = Limits {
+            max_memory_bytes: 1024,
+            ..Limits::default()
+        };
         assert_eq!(tiny.validate().unwrap_err().field, "max_memory_bytes");
-        let huge = Limits { max_memory_bytes: 8 << 30, ..Limits::default() };
+        let huge = Limits {
+            max_memory_bytes: 8 << 30,
+            ..Limits::default()
+        };
         assert_eq!(huge.validate().unwrap_err().field, "max_memory_bytes");
     }
 

@@ -76,7 +76,11 @@ pub struct ErrorDetail {
 
 impl ErrorDetail {
     pub(crate) fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
-        ErrorDetail { kind: kind.into(), message: message.into(), traceback: String::new() }
+        ErrorDetail {
+            kind: kind.into(),
+            message: message.into(),
+            traceback: String::new(),
+        }
     }
 }
 
@@ -202,11 +206,19 @@ mod tests {
 
     #[test]
     fn statuses_serialize_as_their_words() {
-        for status in [Status::Ok, Status::FuelExhausted, Status::ToolLimit, Status::Internal] {
+        for status in [
+            Status::Ok,
+            Status::FuelExhausted,
+            Status::ToolLimit,
+            Status::Internal,
+        ] {
             let json = serde_json::to_string(&status).unwrap();
             assert_eq!(json, format!("\"{}\"", status.as_str()));
         }
         let call = serde_json::to_string(&CallStatus::BudgetExhausted).unwrap();
-        assert_eq!(call, format!("\"{}\"", CallStatus::BudgetExhausted.as_str()));
+        assert_eq!(
+            call,
+            format!("\"{}\"", CallStatus::BudgetExhausted.as_str())
+        );
     }
 }

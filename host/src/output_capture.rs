@@ -46,13 +46,19 @@ pub(crate) struct OutputCapture {
 
 impl OutputCapture {
     pub(crate) fn new(stream: &'static str, cap: usize) -> Self {
-        OutputCapture { stream, cap, buffer: Arc::default() }
+        OutputCapture {
+            stream,
+            cap,
+            buffer: Arc::default(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Buffer> {
         // A poisoned lock only means a panic elsewhere mid-append; the bytes are still
         // a valid prefix, so keep using them rather than propagating the panic.
-        self.buffer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.buffer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Appends `bytes`, keeping at most `cap` in total. Returns false on overflow.
@@ -69,7 +75,10 @@ impl OutputCapture {
     }
 
     fn overflow_error(&self) -> OutputLimitExceeded {
-        OutputLimitExceeded { stream: self.stream, cap: self.cap }
+        OutputLimitExceeded {
+            stream: self.stream,
+            cap: self.cap,
+        }
     }
 
     /// True once the guest has written past the cap.
@@ -113,7 +122,9 @@ impl OutputStream for OutputCapture {
         if self.append(&bytes) {
             Ok(())
         } else {
-            Err(StreamError::Trap(wasmtime::Error::new(self.overflow_error())))
+            Err(StreamError::Trap(wasmtime::Error::new(
+                self.overflow_error(),
+            )))
         }
     }
     fn flush(&mut self) -> Result<(), StreamError> {
@@ -127,7 +138,11 @@ impl OutputStream for OutputCapture {
 }
 
 impl AsyncWrite for OutputCapture {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         if self.append(buf) {
             Poll::Ready(Ok(buf.len()))
         } else {

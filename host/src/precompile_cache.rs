@@ -86,7 +86,9 @@ impl PrecompileCache {
         component: &[u8],
         path: &Path,
     ) -> Result<(), StoreError> {
-        let artifact = engine.precompile_component(component).map_err(StoreError::Compile)?;
+        let artifact = engine
+            .precompile_component(component)
+            .map_err(StoreError::Compile)?;
         std::fs::create_dir_all(&self.dir)?;
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, &artifact)?;

@@ -48,7 +48,12 @@ impl Sandbox {
     /// A sandbox over `runtime` that knows `tools` but may call none of them (the scope
     /// is [`Scope::None`]) and has default [`Limits`].
     pub fn new(runtime: Runtime, tools: Tools) -> Self {
-        Sandbox { runtime, tools: Arc::new(tools), scope: Scope::None, limits: Limits::default() }
+        Sandbox {
+            runtime,
+            tools: Arc::new(tools),
+            scope: Scope::None,
+            limits: Limits::default(),
+        }
     }
 
     /// Sets which tools runs may call.
@@ -88,13 +93,24 @@ impl Sandbox {
 
     fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {
         let limits = &self.limits;
-        limits.validate().map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
+        limits
+            .validate()
+            .map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
         if code.len() as u64 > limits.max_code_bytes {
-            let message = format!("code is {} bytes, over the cap of {} bytes", code.len(), limits.max_code_bytes);
+            let message = format!(
+                "code is {} bytes, over the cap of {} bytes",
+                code.len(),
+                limits.max_code_bytes
+            );
             return Err(ErrorDetail::new("max_code_bytes", message));
         }
-        broker::serialize_capped(input, limits.max_result_bytes, limits.max_json_depth, "input")
-            .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
+        broker::serialize_capped(
+            input,
+            limits.max_result_bytes,
+            limits.max_json_depth,
+            "input",
+        )
+        .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
     }
 
     async fn execute(&self, code: &str, input_json: &str, cancel: CancelFlag) -> Outcome {
@@ -138,7 +154,10 @@ impl Sandbox {
             let instantiate_started = Instant::now();
             let runner = self.runtime.pre().instantiate_async(&mut store).await?;
             instantiate_time = instantiate_started.elapsed();
-            runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await
+            runner
+                .wasmbox_sandbox_runner()
+                .call_run(&mut store, code, input_json)
+                .await
         };
         let result = tokio::time::timeout(hard_timeout, call).await;
 
@@ -152,7 +171,12 @@ impl Sandbox {
             Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
         };
         let (tool_calls, breach) = state.broker.into_report();
-        let mut outcome = termination.into_outcome(limits, state.memory.exceeded(), stdout.overflowed() || stderr.overflowed(), breach);
+        let mut outcome = termination.into_outcome(
+            limits,
+            state.memory.exceeded(),
+            stdout.overflowed() || stderr.overflowed(),
+            breach,
+        );
         outcome.stdout = stdout.snapshot();
         outcome.stderr = stderr.snapshot();
         outcome.tool_calls = tool_calls;
@@ -171,7 +195,11 @@ fn internal(message: String) -> Outcome {
 }
 
 fn guest_error(error: RunError) -> ErrorDetail {
-    let from = |e: GuestException| ErrorDetail { kind: e.kind, message: e.message, traceback: e.traceback };
+    let from = |e: GuestException| ErrorDetail {
+        kind: e.kind,
+        message: e.message,
+        traceback: e.traceback,
+    };
     match error {
         RunError::Syntax(e) | RunError::Exception(e) => from(e),
         RunError::Contract(message) => ErrorDetail::new("ContractError", message),

@@ -155,25 +155,35 @@ impl BrokerCtx {
     }
 
     fn latch(&mut self, limit: &'static str, message: &str) {
-        self.breach.get_or_insert_with(|| ErrorDetail::new(limit, message));
+        self.breach
+            .get_or_insert_with(|| ErrorDetail::new(limit, message));
     }
 
     async fn checked_call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
         let tool = match self.tools.get(name) {
             Some(tool) if self.scope.allows(name) => Arc::clone(tool),
             // Unknown and out-of-scope read the same, so a guest cannot probe the registry.
-            _ => return Err(CallError::Denied(format!("tool `{name}` is not available in this run"))),
+            _ => {
+                return Err(CallError::Denied(format!(
+                    "tool `{name}` is not available in this run"
+                )))
+            }
         };
         let args = self.parse_args(name, args_json)?;
 
         if self.calls_made >= self.limits.max_tool_calls {
-            let message = format!("the run's ceiling of {} tool calls is reached", self.limits.max_tool_calls);
+            let message = format!(
+                "the run's ceiling of {} tool calls is reached",
+                self.limits.max_tool_calls
+            );
             self.latch("max_tool_calls", &message);
             return Err(CallError::BudgetExhausted(message));
         }
         self.calls_made += 1;
 
-        let timeout = tool.timeout().unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
+        let timeout = tool
+            .timeout()
+            .unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
         let value = self.invoke(&tool, args, timeout).await?;
 
         let text = json_guard::serialize_capped(
@@ -222,14 +232,22 @@ impl BrokerCtx {
             CallError::InvalidArgs(message)
         })?;
         if !args.is_object() {
-            let err = JsonError::NotAnObject { what: "arguments", got: type_name(&args) };
+            let err = JsonError::NotAnObject {
+                what: "arguments",
+                got: type_name(&args),
+            };
             return Err(CallError::InvalidArgs(format!("tool `{name}`: {err}")));
         }
         Ok(args)
     }
 
     /// Runs the handler on its own task, so a panic or a hang is contained.
-    async fn invoke(&mut self, tool: &Tool, args: Value, timeout: Duration) -> Result<Value, CallError> {
+    async fn invoke(
+        &mut self,
+        tool: &Tool,
+        args: Value,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
         let name = tool.name();
         let mut task = tokio::spawn(tool.invoke(args));
         match tokio::time::timeout(timeout, &mut task).await {
@@ -237,11 +255,16 @@ impl BrokerCtx {
             Ok(Ok(Err(failure))) => Err(CallError::Failed(format!("tool `{name}`: {failure}"))),
             Ok(Err(join_error)) => {
                 tracing::error!(tool = name, error = %join_error, "tool handler panicked");
-                Err(CallError::Failed(format!("tool `{name}` failed unexpectedly")))
+                Err(CallError::Failed(format!(
+                    "tool `{name}` failed unexpectedly"
+                )))
             }
             Err(_elapsed) => {
                 task.abort();
-                let message = format!("tool `{name}` did not answer within {} ms", timeout.as_millis());
+                let message = format!(
+                    "tool `{name}` did not answer within {} ms",
+                    timeout.as_millis()
+                );
                 self.latch("tool_timeout_ms", &message);
                 Err(CallError::Timeout(message))
             }

@@ -7,13 +7,23 @@ fn registry() -> Arc<Tools> {
     let mut tools = Tools::new();
     let schema = json!({"type": "object"});
     tools
-        .register(Tool::new("echo", "returns its args", schema.clone(), |args| async move { Ok(args) }))
+        .register(Tool::new(
+            "echo",
+            "returns its args",
+            schema.clone(),
+            |args| async move { Ok(args) },
+        ))
         .unwrap()
-        .register(Tool::new("big", "returns n bytes", schema.clone(), |args| async move {
-            Ok(json!("x".repeat(args["n"].as_u64().unwrap_or(0) as usize)))
+        .register(Tool::new(
+            "big",
+            "returns n bytes",
+            schema.clone(),
+            |args| async move { Ok(json!("x".repeat(args["n"].as_u64().unwrap_or(0) as usize))) },
+        ))
+        .unwrap()
+        .register(Tool::new("boom", "panics", schema.clone(), |_| async {
+            panic!("tool bug")
         }))
-        .unwrap()
-        .register(Tool::new("boom", "panics", schema.clone(), |_| async { panic!("tool bug") }))
         .unwrap()
         .register(Tool::new("refuse", "fails", schema.clone(), |_| async {
             Err(ToolFailure::new("no such city"))
@@ -39,7 +49,15 @@ async fn a_call_in_scope_returns_the_result_and_is_recorded() {
     let mut b = broker(Limits::default());
     assert_eq!(b.call("echo", r#"{"a":1}"#).await.unwrap(), r#"{"a":1}"#);
     let record = &b.trail()[0];
-    assert_eq!((record.call_id, record.status, record.args_bytes, record.result_bytes), (1, CallStatus::Ok, 7, 7));
+    assert_eq!(
+        (
+            record.call_id,
+            record.status,
+            record.args_bytes,
+            record.result_bytes
+        ),
+        (1, CallStatus::Ok, 7, 7)
+    );
     assert!(b.breach().is_none());
 }
 
@@ -51,13 +69,23 @@ async fn unknown_and_out_of_scope_tools_are_denied_alike() {
     assert_eq!(unknown.status(), CallStatus::Denied);
     assert_eq!(outside.status(), CallStatus::Denied);
     assert_eq!(unknown.message().replace("nope", "big"), outside.message());
-    assert_eq!(b.list().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["echo"]);
-    assert!(BrokerCtx::new(registry(), Scope::default(), Limits::default()).list().is_empty());
+    assert_eq!(
+        b.list().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["echo"]
+    );
+    assert!(
+        BrokerCtx::new(registry(), Scope::default(), Limits::default())
+            .list()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn the_eleventh_of_ten_calls_is_refused_and_latched() {
-    let mut b = broker(Limits { max_tool_calls: 10, ..Limits::default() });
+    let mut b = broker(Limits {
+        max_tool_calls: 10,
+        ..Limits::default()
+    });
     for _ in 0..10 {
         b.call("echo", "{}").await.unwrap();
     }
@@ -68,8 +96,14 @@ async fn the_eleventh_of_ten_calls_is_refused_and_latched() {
 
 #[tokio::test]
 async fn oversized_and_deep_args_are_refused_before_parsing() {
-    let mut b = broker(Limits { max_tool_args_bytes: 16, ..Limits::default() });
-    let err = b.call("echo", r#"{"a": "0123456789abcdef"}"#).await.unwrap_err();
+    let mut b = broker(Limits {
+        max_tool_args_bytes: 16,
+        ..Limits::default()
+    });
+    let err = b
+        .call("echo", r#"{"a": "0123456789abcdef"}"#)
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), CallStatus::InvalidArgs);
     assert_eq!(b.breach().unwrap().kind, "max_tool_args_bytes");
 
@@ -84,18 +118,33 @@ async fn oversized_and_deep_args_are_refused_before_parsing() {
 #[tokio::test]
 async fn nan_lone_surrogates_and_non_objects_are_invalid_args() {
     let mut b = broker(Limits::default());
-    for bad in [r#"{"a": NaN}"#, r#"{"a": "\udc00"}"#, "[1, 2]", "3", "not json"] {
+    for bad in [
+        r#"{"a": NaN}"#,
+        r#"{"a": "\udc00"}"#,
+        "[1, 2]",
+        "3",
+        "not json",
+    ] {
         let err = b.call("echo", bad).await.unwrap_err();
         assert_eq!(err.status(), CallStatus::InvalidArgs, "{bad}");
     }
-    assert!(b.call("echo", "[]").await.unwrap_err().message().contains("must be a JSON object, got array"));
+    assert!(b
+        .call("echo", "[]")
+        .await
+        .unwrap_err()
+        .message()
+        .contains("must be a JSON object, got array"));
     // Validation failures are the guest's mistakes, not budget breaches.
     assert!(b.breach().is_none());
 }
 
 #[tokio::test]
 async fn an_oversized_result_fails_and_is_latched() {
-    let mut b = broker(Limits { max_tool_result_bytes: 100, max_cumulative_result_bytes: 1000, ..Limits::default() });
+    let mut b = broker(Limits {
+        max_tool_result_bytes: 100,
+        max_cumulative_result_bytes: 1000,
+        ..Limits::default()
+    });
     let err = b.call("big", r#"{"n": 200}"#).await.unwrap_err();
     assert_eq!(err.status(), CallStatus::Failed);
     assert_eq!(b.breach().unwrap().kind, "max_tool_result_bytes");
@@ -103,7 +152,11 @@ async fn an_oversized_result_fails_and_is_latched() {
 
 #[tokio::test]
 async fn the_cumulative_result_cap_spans_calls() {
-    let mut b = broker(Limits { max_tool_result_bytes: 100, max_cumulative_result_bytes: 250, ..Limits::default() });
+    let mut b = broker(Limits {
+        max_tool_result_bytes: 100,
+        max_cumulative_result_bytes: 250,
+        ..Limits::default()
+    });
     b.call("big", r#"{"n": 90}"#).await.unwrap(); // 92 bytes with quotes
     b.call("big", r#"{"n": 90}"#).await.unwrap(); // 184
     let err = b.call("big", r#"{"n": 90}"#).await.unwrap_err(); // 276 > 250
@@ -116,7 +169,10 @@ async fn the_cumulative_result_cap_spans_calls() {
 async fn a_panicking_tool_is_a_failed_call_and_the_broker_goes_on() {
     let mut b = broker(Limits::default());
     let err = b.call("boom", "{}").await.unwrap_err();
-    assert_eq!(err, CallError::Failed("tool `boom` failed unexpectedly".into()));
+    assert_eq!(
+        err,
+        CallError::Failed("tool `boom` failed unexpectedly".into())
+    );
     assert_eq!(b.call("echo", "{}").await.unwrap(), "{}");
 }
 
@@ -133,6 +189,10 @@ async fn a_hanging_tool_times_out_at_its_own_deadline() {
     let started = Instant::now();
     let err = b.call("hang", "{}").await.unwrap_err();
     assert_eq!(err.status(), CallStatus::Timeout);
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(b.breach().unwrap().kind, "tool_timeout_ms");
 }

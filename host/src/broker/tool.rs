@@ -45,7 +45,9 @@ pub struct Tool {
 
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tool").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -181,14 +183,22 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str) -> Tool {
-        Tool::new(name, "d", json!({"type": "object"}), |_| async { Ok(Value::Null) })
+        Tool::new(name, "d", json!({"type": "object"}), |_| async {
+            Ok(Value::Null)
+        })
     }
 
     #[test]
     fn names_must_be_identifiers() {
         let mut tools = Tools::new();
         for bad in ["", "Add", "1add", "a-b", "a b", "ä", &"x".repeat(65)] {
-            assert!(matches!(tools.register(tool(bad)), Err(ToolRegistrationError::InvalidName(_))), "{bad}");
+            assert!(
+                matches!(
+                    tools.register(tool(bad)),
+                    Err(ToolRegistrationError::InvalidName(_))
+                ),
+                "{bad}"
+            );
         }
         tools.register(tool("_private_2")).unwrap();
         assert_eq!(tools.len(), 1);
@@ -198,8 +208,14 @@ mod tests {
     fn duplicates_and_non_object_schemas_are_refused() {
         let mut tools = Tools::new();
         tools.register(tool("add")).unwrap();
-        assert!(matches!(tools.register(tool("add")), Err(ToolRegistrationError::Duplicate(_))));
+        assert!(matches!(
+            tools.register(tool("add")),
+            Err(ToolRegistrationError::Duplicate(_))
+        ));
         let bad = Tool::new("x", "d", json!("string"), |_| async { Ok(Value::Null) });
-        assert!(matches!(tools.register(bad), Err(ToolRegistrationError::InvalidSchema(_))));
+        assert!(matches!(
+            tools.register(bad),
+            Err(ToolRegistrationError::InvalidSchema(_))
+        ));
     }
 }

@@ -1,0 +1,316 @@
+//! `wasmbox` — run untrusted Python in a wasm sandbox, with tools and limits.
+//!
+//! Exit codes reflect the outcome's status: 0 ok, 1 error (the code raised), 2 usage or
+//! invalid request, 3 timeout, 4 fuel_exhausted, 5 memory_exhausted, 6 output_limit,
+//! 7 tool_limit, 8 rejected, 9 cancelled, 10 crashed, 70 internal.
+
+mod command_tool;
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use wasmbox::{Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools};
+
+#[derive(Parser)]
+#[command(
+    name = "wasmbox",
+    version,
+    about = "Run untrusted code in a WebAssembly sandbox, with tools and limits"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a script and print its output and value.
+    Run(RunArgs),
+    /// Compile a guest into the precompile cache now, so the first run is fast.
+    Precompile {
+        /// The guest language.
+        #[arg(long, value_enum, default_value = "python")]
+        lang: Lang,
+        /// A custom guest component instead of the built-in one.
+        #[arg(long)]
+        guest: Option<PathBuf>,
+    },
+    /// Print the tools of a tools file as JSON (what a guest's `list_tools()` shows).
+    DescribeTools {
+        /// The tools file (TOML or JSON).
+        tools: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Lang {
+    Python,
+}
+
+impl Lang {
+    fn name(self) -> &'static str {
+        match self {
+            Lang::Python => "python",
+        }
+    }
+
+    fn from_path(path: &Path) -> Option<Lang> {
+        match path.extension()?.to_str()? {
+            "py" => Some(Lang::Python),
+            _ => None,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The script to run, or `-` for stdin.
+    file: PathBuf,
+    /// The script's language (default: from the file extension, else python).
+    #[arg(long, value_enum)]
+    lang: Option<Lang>,
+    /// A custom guest component targeting the wasmbox:sandbox world.
+    #[arg(long)]
+    guest: Option<PathBuf>,
+    /// A file of command-backed tools (TOML or JSON).
+    #[arg(long)]
+    tools: Option<PathBuf>,
+    /// Tools the script may call, comma-separated, or `all`. Default: none.
+    #[arg(long, value_delimiter = ',')]
+    allow: Vec<String>,
+    /// JSON input, visible to the script as INPUT.
+    #[arg(long)]
+    input: Option<String>,
+    /// Wall-clock deadline of the run.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Memory cap of the guest, in MiB.
+    #[arg(long)]
+    memory_mb: Option<u64>,
+    /// Fuel budget (about 2,400 per Python loop iteration).
+    #[arg(long)]
+    fuel: Option<u64>,
+    /// Ceiling on tool calls.
+    #[arg(long)]
+    max_tool_calls: Option<u32>,
+    /// Print the whole outcome as JSON instead of the script's output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(anyhow::Error::from(err)),
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(err) => fail(err),
+    }
+}
+
+fn fail(err: anyhow::Error) -> ExitCode {
+    eprintln!("wasmbox: {err:#}");
+    ExitCode::from(2)
+}
+
+async fn dispatch(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run(args) => run(args).await,
+        Command::Precompile { lang, guest } => {
+            let engine = Engine::new(EngineConfig::default())?;
+            load_runtime(&engine, lang, guest.as_deref())?;
+            eprintln!(
+                "wasmbox: the {} guest is precompiled in {}",
+                lang.name(),
+                engine.cache_dir().display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DescribeTools { tools } => {
+            let tools = command_tool::load(&tools)?;
+            let list: Vec<_> = tools
+                .iter()
+                .map(|t| serde_json::json!({"name": t.name(), "description": t.description(), "args_schema": t.args_schema()}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&list)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> Result<ExitCode> {
+    let code = read_script(&args.file)?;
+    let lang = args
+        .lang
+        .or_else(|| Lang::from_path(&args.file))
+        .unwrap_or(Lang::Python);
+    let tools = match &args.tools {
+        Some(path) => command_tool::load(path)?,
+        None => Tools::new(),
+    };
+    let scope = scope_from(&args.allow, &tools)?;
+    let limits = limits_from(&args);
+    limits.validate()?;
+    let input = match &args.input {
+        Some(text) => serde_json::from_str(text).context("--input is not valid JSON")?,
+        None => serde_json::Value::Null,
+    };
+
+    let engine = Engine::new(EngineConfig::default())?;
+    let runtime = load_runtime(&engine, lang, args.guest.as_deref())?;
+    let sandbox = Sandbox::new(runtime, tools).scope(scope).limits(limits);
+    let outcome = sandbox.run_with_input(&code, &input).await;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        print_human(&outcome)?;
+    }
+    Ok(ExitCode::from(exit_code(outcome.status)))
+}
+
+fn read_script(file: &Path) -> Result<String> {
+    if file == Path::new("-") {
+        let mut code = String::new();
+        std::io::stdin()
+            .read_to_string(&mut code)
+            .context("reading the script from stdin")?;
+        return Ok(code);
+    }
+    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+}
+
+fn scope_from(allow: &[String], tools: &Tools) -> Result<Scope> {
+    if allow.iter().any(|a| a == "all") {
+        return Ok(Scope::All);
+    }
+    if let Some(unknown) = allow.iter().find(|name| tools.get(name).is_none()) {
+        bail!("--allow names `{unknown}`, which no --tools file defines");
+    }
+    Ok(Scope::only(allow.iter().cloned()))
+}
+
+fn limits_from(args: &RunArgs) -> Limits {
+    let mut limits = Limits::default();
+    if let Some(ms) = args.timeout_ms {
+        limits.timeout_ms = ms;
+    }
+    if let Some(mb) = args.memory_mb {
+        limits.max_memory_bytes = mb.saturating_mul(1 << 20);
+    }
+    if let Some(fuel) = args.fuel {
+        limits.fuel = fuel;
+    }
+    if let Some(calls) = args.max_tool_calls {
+        limits.max_tool_calls = calls;
+    }
+    limits
+}
+
+/// Loads the guest, showing progress on stderr when it must be compiled first.
+fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>) -> Result<Runtime> {
+    let path = guest.map_or_else(|| wasmbox::builtin_guest_path(lang.name()), Path::to_owned);
+    let bytes = std::fs::read(&path).with_context(|| {
+        if guest.is_none() {
+            format!(
+                "the {} guest is not built ({}): run `cargo xtask guests`",
+                lang.name(),
+                path.display()
+            )
+        } else {
+            format!("reading {}", path.display())
+        }
+    })?;
+    let name = guest.map_or(lang.name(), |_| "guest");
+    if engine.is_precompiled(&bytes) {
+        return Ok(Runtime::from_bytes(engine, name, &bytes)?);
+    }
+    let progress = Progress::start(format!(
+        "compiling the {name} guest for this machine (first run only)"
+    ));
+    let runtime = Runtime::from_bytes(engine, name, &bytes);
+    progress.finish();
+    Ok(runtime?)
+}
+
+/// An elapsed-time line on stderr while something slow happens.
+struct Progress {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Progress {
+    fn start(what: String) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            let tty = std::io::stderr().is_terminal();
+            eprint!("wasmbox: {what}…");
+            while !flag.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(250));
+                if tty {
+                    eprint!("\rwasmbox: {what}… {:.0?}", started.elapsed());
+                }
+            }
+            eprintln!(" done in {:.1?}", started.elapsed());
+        });
+        Progress { done, thread }
+    }
+
+    fn finish(self) {
+        self.done.store(true, Ordering::Release);
+        let _ = self.thread.join();
+    }
+}
+
+fn print_human(outcome: &Outcome) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(outcome.stdout.text.as_bytes())?;
+    if outcome.stdout.truncated {
+        writeln!(out, "\n[stdout truncated]")?;
+    }
+    if let Some(value) = outcome.value.as_ref().filter(|v| !v.is_null()) {
+        writeln!(out, "{value}")?;
+    }
+    out.flush()?;
+    let mut err = std::io::stderr().lock();
+    err.write_all(outcome.stderr.text.as_bytes())?;
+    if let Some(error) = &outcome.error {
+        if !error.traceback.is_empty() {
+            write!(err, "{}", error.traceback)?;
+            if !error.traceback.ends_with('\n') {
+                writeln!(err)?;
+            }
+        }
+        writeln!(err, "{}: {}: {}", outcome.status, error.kind, error.message)?;
+    }
+    Ok(())
+}
+
+fn exit_code(status: Status) -> u8 {
+    match status {
+        Status::Ok => 0,
+        Status::Error => 1,
+        Status::InvalidRequest => 2,
+        Status::Timeout => 3,
+        Status::FuelExhausted => 4,
+        Status::MemoryExhausted => 5,
+        Status::OutputLimit => 6,
+        Status::ToolLimit => 7,
+        Status::Rejected => 8,
+        Status::Cancelled => 9,
+        Status::Crashed => 10,
+        _ => 70,
+    }
+}

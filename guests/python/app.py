@@ -1,0 +1,789 @@
+"""wasmbox Python guest: runs untrusted, LLM-written Python code for the host.
+
+componentize-py turns this module into the `code-runner` component. The host calls
+`Runner.run(code, input_json)`; the code sees `tools`, `output`, `INPUT`, `list_tools`
+and the `ToolError` family, and the run's value comes back as strict JSON text.
+
+Everything that can be done once (imports, classes, the event loop policy, stdio)
+happens at import time, because componentize-py snapshots the initialised interpreter:
+each run starts from that snapshot instead of paying for it again. (A warm-up run at
+import time was measured and gave nothing, so there is none.)
+
+An exception escaping `Runner.run` traps the whole wasm instance, so `run` catches
+BaseException everywhere and answers with a typed `Err(RunError_...)` instead.
+"""
+
+import ast
+import asyncio
+import builtins
+import importlib
+import inspect
+import io
+import json
+import linecache
+import math
+import random
+import re
+import sys
+import time
+import traceback
+import types
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports.runner import (
+    GuestException,
+    RunError_Contract,
+    RunError_Exception,
+    RunError_Syntax,
+)
+from wit_world.imports import tools as _host
+
+# --------------------------------------------------------------------------- stdlib
+# componentize-py bundles only the modules imported while the component is built
+# (there is no filesystem at run time), so the modules promised to guest code are
+# imported here. STDLIB keeps only those that really imported, so it is the truth
+# about what `import x` can do inside a run.
+_CURATED = (
+    "json", "re", "math", "cmath", "datetime", "decimal", "fractions", "collections",
+    "collections.abc", "itertools", "functools", "operator", "statistics", "hashlib",
+    "hmac", "base64", "binascii", "dataclasses", "typing", "enum", "string", "textwrap",
+    "random", "uuid", "heapq", "bisect", "copy", "time", "calendar", "zoneinfo",
+    "difflib", "unicodedata", "urllib.parse", "html", "csv", "io", "pprint", "struct",
+    "array", "asyncio", "contextlib", "abc", "numbers", "secrets", "traceback", "shlex",
+    "fnmatch", "graphlib", "ipaddress",
+)
+
+
+def _importable(name):
+    try:
+        importlib.import_module(name)
+        return True
+    except Exception:
+        return False
+
+
+# zoneinfo reaches for importlib.resources (for the tzdata package) when it looks a zone
+# up; unbundled, every ZoneInfo(...) died with a puzzling ImportError. With it, the error
+# is ZoneInfoNotFoundError: the guest has no time zone database (no files, no tzdata).
+_importable("importlib.resources")
+STDLIB = tuple(name for name in _CURATED if _importable(name))
+STDLIB_MISSING = tuple(name for name in _CURATED if name not in STDLIB)
+
+# Bound once so that guest code monkeypatching `json` cannot break result encoding.
+_dumps = json.dumps
+_loads = json.loads
+
+# The filename of this module's frames, which tracebacks shown to guest code leave out.
+_HERE = inspect.currentframe().f_code.co_filename
+_CODE_NAME = "<code>"
+
+# ------------------------------------------------------------------------- stdio
+class _WriteAll(io.RawIOBase):
+    """A raw stream whose write() writes everything.
+
+    componentize-py's sys.stdout/stderr are TextIOWrappers straight over an unbuffered
+    FileIO. A WASI write takes at most 64 KiB, and TextIOWrapper ignores short writes:
+    the rest of a long print() was silently lost. Looping here fixes that, and staying
+    unbuffered keeps everything printed before a trap or timeout visible to the host.
+    """
+
+    def __init__(self, raw):
+        super().__init__()
+        self._raw = raw
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._raw.fileno()
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = self._raw.write(view[done:])
+            if not n:  # 0 or None: the host pipe takes no more
+                raise BrokenPipeError("the output stream accepts no more data")
+            done += n
+        return done
+
+
+def _fix_stdio():
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(getattr(stream, "buffer", None), io.FileIO):
+            encoding, errors = stream.encoding, stream.errors
+            # detach(): otherwise the old wrapper closes the FileIO when it is collected.
+            fixed = io.TextIOWrapper(_WriteAll(stream.detach()), encoding=encoding,
+                                     errors=errors, write_through=True)
+            setattr(sys, name, fixed)
+            setattr(sys, "__%s__" % name, fixed)
+
+
+_fix_stdio()
+
+# ------------------------------------------------------------------- strict JSON
+MAX_DEPTH = 200
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _article(noun):
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def _short_repr(value):
+    try:
+        text = repr(value)
+    except Exception:
+        text = "<unprintable>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _json_problem(value):
+    """Finds the first part of `value` that strict JSON cannot carry.
+
+    Returns None, or (path, what, exc_class), read as "<path> <what>". The stdlib
+    encoder would coerce keys, allow NaN and loop on cycles; the host must get exactly
+    what the guest meant, so everything questionable is refused with its path.
+    """
+    on_path = set()  # ids of the containers enclosing the current value: a cycle check
+
+    def walk(v, path, depth):
+        if v is None or v is True or v is False:
+            return None
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                # A lone surrogate cannot cross the component boundary as a string.
+                return path, "is a string with a lone surrogate", ValueError
+            return None
+        if isinstance(v, int):
+            return None
+        if isinstance(v, float):
+            if v != v:
+                return path, "is NaN", ValueError
+            if v in (math.inf, -math.inf):
+                return path, "is " + ("Infinity" if v > 0 else "-Infinity"), ValueError
+            return None
+        if not isinstance(v, (list, tuple, dict)):
+            noun = "bytes" if isinstance(v, bytes) else _article(type(v).__name__)
+            return path, "is " + noun, TypeError
+        if depth >= MAX_DEPTH:
+            return path, "is nested more than %d levels deep" % MAX_DEPTH, ValueError
+        if id(v) in on_path:
+            return path, "is a cycle (it contains itself)", ValueError
+        on_path.add(id(v))
+        if isinstance(v, dict):
+            for key, item in v.items():
+                if not isinstance(key, str):
+                    what = "has a non-string key %s (%s)" % (_short_repr(key), type(key).__name__)
+                    return path, what, TypeError
+                sub = "%s.%s" % (path, key) if _IDENT.match(key) else "%s[%s]" % (
+                    path, _dumps(key, ensure_ascii=False))
+                found = walk(key, sub, depth + 1) or walk(item, sub, depth + 1)
+                if found:
+                    return found
+        else:
+            for index, item in enumerate(v):
+                found = walk(item, "%s[%d]" % (path, index), depth + 1)
+                if found:
+                    return found
+        on_path.discard(id(v))
+        return None
+
+    return walk(value, "$", 0)
+
+
+def _to_json(value):
+    """Strict JSON text, or (message, exc_class) naming the offending path."""
+    found = _json_problem(value)
+    if found:
+        path, what, exc_class = found
+        return None, ("%s %s" % (path, what), exc_class)
+    try:
+        return _dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":")), None
+    except (ValueError, TypeError, RecursionError) as e:  # e.g. an int over the digit limit
+        return None, ("$ cannot be encoded: %s" % e, ValueError)
+
+
+# ------------------------------------------------------------------------- tools
+class ToolError(Exception):
+    """A tool call that did not return a result. `kind` says why (see the subclasses)."""
+
+    kind = "error"
+
+    def __init__(self, message="", tool=None):
+        super().__init__(message)
+        self.message = message
+        self.tool = tool
+
+    def __str__(self):
+        return "%s: %s" % (self.tool, self.message) if self.tool else str(self.message)
+
+
+class ToolDenied(ToolError):
+    """The tool is unknown or not allowed in this run."""
+    kind = "denied"
+
+
+class ToolBudgetExhausted(ToolError):
+    """A budget of this run (number of calls, result bytes) is spent."""
+    kind = "budget_exhausted"
+
+
+class ToolInvalidArgs(ToolError):
+    """The host refused the arguments (size, depth, schema)."""
+    kind = "invalid_args"
+
+
+class ToolFailed(ToolError):
+    """The tool ran and failed."""
+    kind = "failed"
+
+
+class ToolTimeout(ToolError):
+    """The tool did not answer in time."""
+    kind = "timeout"
+
+
+_TOOL_ERRORS = (ToolError, ToolDenied, ToolBudgetExhausted, ToolInvalidArgs, ToolFailed, ToolTimeout)
+for _cls in _TOOL_ERRORS:
+    _cls.__module__ = "builtins"  # tracebacks then print `ToolDenied: ...`, not `app.ToolDenied`
+
+_CALL_ERRORS = {
+    _host.CallError_Denied: ToolDenied,
+    _host.CallError_BudgetExhausted: ToolBudgetExhausted,
+    _host.CallError_InvalidArgs: ToolInvalidArgs,
+    _host.CallError_Failed: ToolFailed,
+    _host.CallError_Timeout: ToolTimeout,
+}
+
+
+def _tool_args(name, args, kwargs):
+    """Checks and encodes the arguments of `tools.<name>(...)` before the host sees them."""
+    if args:
+        if kwargs or len(args) > 1 or not isinstance(args[0], dict):
+            raise TypeError(
+                "tools.%s() takes keyword arguments or a single dict, got %s" % (
+                    name, "both" if kwargs else "%d positional argument(s) (%s)" % (
+                        len(args), ", ".join(type(a).__name__ for a in args))))
+        payload = args[0]
+    else:
+        payload = kwargs
+    text, problem = _to_json(payload)
+    if problem:
+        message, exc_class = problem
+        raise exc_class("tools.%s() arguments are not JSON: %s" % (name, message))
+    return text
+
+
+def _call_tool(name, args_json):
+    try:
+        result = _host.call(name, args_json)
+    except Err as e:
+        error = e.value
+        raise _CALL_ERRORS.get(type(error), ToolFailed)(str(getattr(error, "value", error)), name) from None
+    try:
+        return _loads(result)
+    except ValueError as e:  # the host promises JSON; say so if it ever breaks that
+        raise ToolFailed("the host returned invalid JSON: %s" % e, name) from None
+
+
+class _Tool:
+    """`tools.<name>`: calling it calls the host synchronously and returns the result."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        return _call_tool(self.name, _tool_args(self.name, args, kwargs))
+
+    def __repr__(self):
+        return "<tool %s>" % self.name
+
+
+class _Tools:
+    """The `tools` namespace: any public attribute is a tool; the host decides which exist."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError("tools has no attribute %r" % name)
+        return _Tool(name)
+
+    def __getitem__(self, name):  # for tool names that are not valid attributes
+        if not isinstance(name, str):
+            raise TypeError("tool names are strings, not %s" % type(name).__name__)
+        return _Tool(name)
+
+    def __dir__(self):
+        return [t["name"] for t in list_tools()]
+
+    def __repr__(self):
+        return "<tools>"
+
+
+TOOLS = _Tools()
+
+
+def list_tools():
+    """The tools this run may call: [{name, description, args_schema}], sorted by name."""
+    found = []
+    for info in _host.list_tools():
+        try:
+            schema = _loads(info.args_schema)
+        except ValueError:
+            schema = info.args_schema
+        found.append({"name": info.name, "description": info.description, "args_schema": schema})
+    return found
+
+
+# ---------------------------------------------------------------- await support
+# The host import is synchronous, so every tool call completes at once. `await` is
+# still accepted everywhere by rewriting the code (see _Rewriter) to go through these:
+
+async def _ready(value):
+    return value
+
+
+def _awaitable(value):
+    """`await x` on a plain value (e.g. a tool result) yields the value itself."""
+    return value if inspect.isawaitable(value) else _ready(value)
+
+
+def _awaitables(values):
+    return [_awaitable(v) for v in values]
+
+
+async def _tool_later(name, args_json):
+    return _call_tool(name, args_json)
+
+
+def _acall(func, /, *args, **kwargs):
+    """A call handed to gather/create_task/...: a tool call becomes a coroutine.
+
+    The call then runs, and raises, when the task runs, so gather(...,
+    return_exceptions=True) and `try: await task` see tool errors as usual.
+    Arguments are still checked now, where the mistake is.
+    """
+    if type(func) is _Tool:
+        return _tool_later(func.name, _tool_args(func.name, args, kwargs))
+    return func(*args, **kwargs)
+
+
+# asyncio functions whose arguments are awaitables: how to treat their positional args.
+_TAKES_ANY_RECEIVER = {  # distinctive names: x.gather / loop.create_task / tg.create_task
+    "gather": "all", "create_task": "first", "ensure_future": "first",
+    "run_until_complete": "first",
+}
+_TAKES_ASYNCIO_ONLY = {  # generic names: only as asyncio.<name> or imported from asyncio
+    "wait_for": "first", "shield": "first", "as_completed": "iter", "wait": "iter",
+    "run": "first",
+}
+_H_AWAIT = "__wasmbox_await__"
+_H_AWAITS = "__wasmbox_awaitables__"
+_H_ACALL = "__wasmbox_acall__"
+_H_LAST = "__wasmbox_last__"
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _helper(name, args, where):
+    return ast.copy_location(ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[]), where)
+
+
+def _has_top_level_await(tree):
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            return True
+        if isinstance(node, ast.comprehension) and node.is_async:
+            return True
+        if not isinstance(node, _SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Makes synchronous tool calls usable in every asyncio idiom models write.
+
+    - `await E` becomes `await __wasmbox_await__(E)`: a plain value is awaitable.
+    - asyncio.gather/create_task/wait_for/...: calls in their awaitable arguments go
+      through __wasmbox_acall__ (a tool call becomes a coroutine) and plain values are
+      wrapped into coroutines (`coros = [tools.x(...)]; await gather(*coros)` works).
+    - in code with top-level await, a module-level `asyncio.run(X)` becomes `await X`,
+      since asyncio.run cannot start inside the loop that drives the module.
+    All new nodes take the location of the node they wrap, so tracebacks point at the
+    user's own text.
+    """
+
+    def __init__(self, tree):
+        self.module_aliases = set()  # names bound to the asyncio module
+        self.imported = {}  # local name -> asyncio function name (from asyncio import run)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "asyncio":
+                        self.module_aliases.add(a.asname or a.name)
+            elif isinstance(node, ast.ImportFrom) and node.module == "asyncio":
+                for a in node.names:
+                    self.imported[a.asname or a.name] = a.name
+        self.top_level_await = _has_top_level_await(tree)
+        self.depth = 0  # > 0 inside a def, lambda or class body
+
+    def _scoped(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scoped
+
+    def visit_Await(self, node):
+        self.generic_visit(node)
+        node.value = _helper(_H_AWAIT, [node.value], node.value)
+        return node
+
+    def _asyncio_name(self, func):
+        if isinstance(func, ast.Attribute):
+            if func.attr in _TAKES_ANY_RECEIVER:
+                return func.attr
+            if (func.attr in _TAKES_ASYNCIO_ONLY and isinstance(func.value, ast.Name)
+                    and func.value.id in self.module_aliases):
+                return func.attr
+        elif isinstance(func, ast.Name):
+            real = self.imported.get(func.id)
+            if real in _TAKES_ANY_RECEIVER or real in _TAKES_ASYNCIO_ONLY:
+                return real
+        return None
+
+    def _deferred(self, node):
+        """Rewrites the calls that produce the awaitables in `node` to __wasmbox_acall__."""
+        if isinstance(node, ast.Call):
+            return ast.copy_location(ast.Call(
+                func=ast.Name(id=_H_ACALL, ctx=ast.Load()),
+                args=[node.func] + node.args, keywords=node.keywords), node)
+        if isinstance(node, ast.Starred):
+            node.value = self._deferred(node.value)
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            node.elts = [self._deferred(e) for e in node.elts]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            node.elt = self._deferred(node.elt)
+        elif isinstance(node, ast.IfExp):
+            node.body = self._deferred(node.body)
+            node.orelse = self._deferred(node.orelse)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        name = self._asyncio_name(node.func)
+        if name is None or not node.args:
+            return node
+        if name == "run" and self.top_level_await and self.depth == 0:
+            first = self._deferred(node.args[0])
+            return ast.copy_location(ast.Await(value=_helper(_H_AWAIT, [first], first)), node)
+        mode = _TAKES_ANY_RECEIVER.get(name) or _TAKES_ASYNCIO_ONLY[name]
+        wrapped = []
+        for i, arg in enumerate(node.args):
+            if mode == "all" or i == 0:
+                if isinstance(arg, ast.Starred):
+                    arg.value = _helper(_H_AWAITS, [self._deferred(arg.value)], arg.value)
+                elif mode == "iter":
+                    arg = _helper(_H_AWAITS, [self._deferred(arg)], arg)
+                else:
+                    arg = _helper(_H_AWAIT, [self._deferred(arg)], arg)
+            wrapped.append(arg)
+        node.args = wrapped
+        return node
+
+
+# -------------------------------------------------------------------- event loop
+class _NoIoSelector:
+    """The selector of WasiEventLoop. A guest has no sockets or pipes, so waiting for
+    I/O can only mean sleeping until the next timer is due."""
+
+    def select(self, timeout=None):
+        if timeout is None:  # nothing ready, no timer: no task can ever wake up again
+            raise RuntimeError("asyncio deadlock: every task is waiting and no timer is pending")
+        if timeout > 0:
+            time.sleep(timeout)
+        return []
+
+    def close(self):
+        pass
+
+
+class WasiEventLoop(asyncio.BaseEventLoop):
+    """An asyncio loop for WASI. The default selector loop cannot start there: its
+    self-pipe needs socket.socketpair(), which fails (PermissionError)."""
+
+    def __init__(self):
+        super().__init__()
+        self._selector = _NoIoSelector()
+
+    def _process_events(self, event_list):
+        pass
+
+    def _write_to_self(self):
+        pass  # only wakes a loop blocked in another thread; there is one thread
+
+    def run_in_executor(self, executor, func, *args):
+        # No threads on WASI: run the function now (this serves asyncio.to_thread too).
+        future = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+
+_PolicyBase = getattr(asyncio.events, "_BaseDefaultEventLoopPolicy", None) or getattr(
+    asyncio.events, "BaseDefaultEventLoopPolicy")
+
+
+class _WasiPolicy(_PolicyBase):
+    _loop_factory = WasiEventLoop
+
+    def get_event_loop(self):
+        # 3.14 raises when no loop is set; models still write
+        # asyncio.get_event_loop().run_until_complete(main()).
+        try:
+            return super().get_event_loop()
+        except RuntimeError:
+            loop = self.new_event_loop()
+            self.set_event_loop(loop)
+            return loop
+
+
+_POLICY = _WasiPolicy()
+# The private setter does not warn on 3.14 (where the public one is deprecated).
+(getattr(asyncio.events, "_set_event_loop_policy", None) or asyncio.set_event_loop_policy)(_POLICY)
+
+# ------------------------------------------------------------------------ a run
+
+
+class _Failure(Exception):
+    """Ends a run with the given RunError variant."""
+
+    def __init__(self, variant):
+        super().__init__()
+        self.variant = variant
+
+
+class _OutputTwice(BaseException):
+    """Raised by a second output() call. A BaseException so `except Exception` in guest
+    code does not swallow it; the run is failed anyway (latched in _state)."""
+
+
+class _RunState:
+    __slots__ = ("has_output", "output", "violation")
+
+    def __init__(self):
+        self.has_output = False
+        self.output = None
+        self.violation = None
+
+
+_state = _RunState()
+
+
+def output(value):
+    """Sets the run's value. May be called at most once."""
+    if _state.has_output:
+        _state.violation = "output() called more than once"
+        raise _OutputTwice(_state.violation)
+    _state.has_output = True
+    _state.output = value
+
+
+def _reject_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def _clean(text):
+    """A str that can cross the component boundary (no lone surrogates)."""
+    try:
+        text = str(text)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    except Exception:
+        return "<unprintable>"
+
+
+def _message(exc):
+    try:
+        return _clean(str(exc))
+    except BaseException:
+        return "<unprintable %s>" % type(exc).__name__
+
+
+def _trim(te, seen):
+    """Drops the runner's frames: a traceback starts at the user's code."""
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    frames = [f for f in te.stack if f.filename != _HERE]
+    for i, frame in enumerate(frames):
+        if frame.filename == _CODE_NAME:
+            frames = frames[i:]
+            break
+    te.stack = traceback.StackSummary.from_list(frames)
+    _trim(te.__cause__, seen)
+    _trim(te.__context__, seen)
+    for sub in getattr(te, "exceptions", None) or ():
+        _trim(sub, seen)
+
+
+def _guest_exception(exc):
+    try:
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+        _trim(te, set())
+        text = "".join(te.format())
+    except BaseException:
+        text = ""
+    return GuestException(kind=type(exc).__name__, message=_message(exc), traceback=_clean(text))
+
+
+def _syntax_error(exc, lines):
+    # compile() of an AST has no source text; put the line back for the caret display.
+    if isinstance(exc, SyntaxError) and exc.text is None and exc.lineno and 0 < exc.lineno <= len(lines):
+        exc.text = lines[exc.lineno - 1]
+    try:
+        text = "".join(traceback.format_exception_only(type(exc), exc))
+    except BaseException:
+        text = ""
+    return GuestException(kind=type(exc).__name__, message=_message(exc), traceback=_clean(text))
+
+
+def _compile(code):
+    tree = ast.parse(code, _CODE_NAME, "exec")
+    tree = _Rewriter(tree).visit(tree)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        # REPL style: the value of a final expression statement is the run's value.
+        last = tree.body[-1]
+        tree.body[-1] = ast.copy_location(ast.Assign(
+            targets=[ast.Name(id=_H_LAST, ctx=ast.Store())], value=last.value), last)
+    ast.fix_missing_locations(tree)
+    return compile(tree, _CODE_NAME, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+
+
+def _fresh_module(input_value):
+    module = types.ModuleType("__main__")
+    module.__dict__.update({
+        "__builtins__": builtins,
+        "tools": TOOLS,
+        "output": output,
+        "INPUT": input_value,
+        "list_tools": list_tools,
+        _H_AWAIT: _awaitable,
+        _H_AWAITS: _awaitables,
+        _H_ACALL: _acall,
+    })
+    for cls in _TOOL_ERRORS:
+        module.__dict__[cls.__name__] = cls
+    return module
+
+
+def _drop_current_loop():
+    # A loop left by asyncio.get_event_loop()/new_event_loop() must not outlive its run.
+    loop = getattr(getattr(_POLICY, "_local", None), "_loop", None)
+    if loop is not None and not loop.is_running() and not loop.is_closed():
+        loop.close()
+    _POLICY.set_event_loop(None)
+
+
+def _execute(code, input_json):
+    """One run. Returns the JSON text of its value or raises _Failure(variant)."""
+    global _state
+    _state = _RunState()
+    _POLICY.set_event_loop(None)
+
+    if input_json.strip() in ("", "null"):
+        input_value = None
+    else:
+        try:
+            input_value = _loads(input_json, parse_constant=_reject_constant)
+        except ValueError as e:
+            raise _Failure(RunError_Contract(_clean("input is not valid JSON: %s" % e)))
+
+    lines = code.splitlines(True)
+    try:
+        code_obj = _compile(code)
+    except (SyntaxError, ValueError) as e:  # ValueError: e.g. NUL bytes on older Pythons
+        raise _Failure(RunError_Syntax(_syntax_error(e, lines)))
+
+    # Source lines for tracebacks; mtime None keeps linecache.checkcache from dropping it.
+    linecache.cache[_CODE_NAME] = (len(code), None, lines, _CODE_NAME)
+    module = _fresh_module(input_value)
+    # A real __main__ module: dataclasses, typing and enum look classes' modules up there.
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        if code_obj.co_flags & inspect.CO_COROUTINE:  # top-level await
+            asyncio.run(eval(code_obj, module.__dict__))
+        else:
+            exec(code_obj, module.__dict__)
+    except BaseException as e:
+        if _state.violation is None:
+            raise _Failure(RunError_Exception(_guest_exception(e)))
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+        _drop_current_loop()
+    if _state.violation is not None:  # latched: guest code may have swallowed it
+        raise _Failure(RunError_Contract(_state.violation))
+
+    value = _state.output if _state.has_output else module.__dict__.get(_H_LAST)
+    text, problem = _to_json(value)
+    if problem:
+        raise _Failure(RunError_Contract(_clean("result is not JSON: %s" % problem[0])))
+    return text
+
+
+def _flush_stdio():
+    # The host reads stdout/stderr from pipes after the run; buffered text must be out.
+    seen = []
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is None or any(stream is s for s in seen):
+            continue
+        seen.append(stream)
+        try:
+            stream.flush()
+        except BaseException:
+            pass  # e.g. BrokenPipeError from a full pipe: the host latches its own limits
+
+
+# Prebuilt, so reporting cannot fail even when there is no memory left to build one.
+_FALLBACK = RunError_Exception(GuestException(
+    kind="MemoryError", message="the guest failed while reporting an error", traceback=""))
+
+
+class Runner(exports.Runner):
+    def run(self, code, input_json):
+        failure = _FALLBACK
+        try:
+            try:
+                random.seed()  # the snapshot froze one random state; runs must not share it
+                return_value = _execute(code, input_json)
+                failure = None
+            except _Failure as f:
+                failure = f.variant
+            except BaseException as e:  # a bug in the runner itself: report, never trap
+                failure = RunError_Exception(GuestException(
+                    kind=type(e).__name__, message=_message(e),
+                    traceback=_clean("".join(traceback.format_exception(e)))))
+        except BaseException:
+            pass
+        finally:
+            _flush_stdio()
+        if failure is not None:
+            raise Err(failure)
+        return return_value
+

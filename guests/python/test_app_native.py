@@ -1,0 +1,584 @@
+"""Native tests of the Python guest's logic (app.py), without wasm.
+
+Run with any CPython >= 3.11: `python3 guests/python/test_app_native.py`.
+
+app.py imports the bindings componentize-py generates (`wit_world`,
+`componentize_py_types`). Here hand-written fakes with the same module paths, class
+names and fields stand in for them, and a fake host implements the `tools` import.
+To check the fakes against real generated bindings, generate them and point
+WASMBOX_PY_BINDINGS at the directory (the test is skipped otherwise):
+
+    target/guest-tools/venv/bin/componentize-py -d wit -w code-runner bindings /tmp/bind
+    WASMBOX_PY_BINDINGS=/tmp/bind python3 guests/python/test_app_native.py
+"""
+
+import ast
+import io
+import json
+import os
+import sys
+import types
+import unittest
+from dataclasses import dataclass, fields
+from typing import Generic, Protocol, TypeVar, Union
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ------------------------------------------------------------ fake bindings
+# Mirrors of the generated code (componentize-py 0.25.1, wit/sandbox.wit).
+cpt = types.ModuleType("componentize_py_types")
+S, T, E = TypeVar("S"), TypeVar("T"), TypeVar("E")
+
+
+@dataclass
+class Some(Generic[S]):
+    value: S
+
+
+@dataclass
+class Ok(Generic[T]):
+    value: T
+
+
+@dataclass(frozen=True)
+class Err(Generic[E], Exception):
+    value: E
+
+
+cpt.Some, cpt.Ok, cpt.Err, cpt.Result = Some, Ok, Err, Union[Ok[T], Err[E]]
+
+tools_mod = types.ModuleType("wit_world.imports.tools")
+
+
+@dataclass
+class ToolInfo:
+    name: str
+    description: str
+    args_schema: str
+
+
+@dataclass
+class CallError_Denied:
+    value: str
+
+
+@dataclass
+class CallError_BudgetExhausted:
+    value: str
+
+
+@dataclass
+class CallError_InvalidArgs:
+    value: str
+
+
+@dataclass
+class CallError_Failed:
+    value: str
+
+
+@dataclass
+class CallError_Timeout:
+    value: str
+
+
+for _cls in (ToolInfo, CallError_Denied, CallError_BudgetExhausted, CallError_InvalidArgs,
+             CallError_Failed, CallError_Timeout):
+    setattr(tools_mod, _cls.__name__, _cls)
+tools_mod.CallError = Union[CallError_Denied, CallError_BudgetExhausted, CallError_InvalidArgs,
+                            CallError_Failed, CallError_Timeout]
+
+runner_mod = types.ModuleType("wit_world.exports.runner")
+
+
+@dataclass
+class GuestException:
+    kind: str
+    message: str
+    traceback: str
+
+
+@dataclass
+class RunError_Syntax:
+    value: GuestException
+
+
+@dataclass
+class RunError_Exception:
+    value: GuestException
+
+
+@dataclass
+class RunError_Contract:
+    value: str
+
+
+for _cls in (GuestException, RunError_Syntax, RunError_Exception, RunError_Contract):
+    setattr(runner_mod, _cls.__name__, _cls)
+runner_mod.RunError = Union[RunError_Syntax, RunError_Exception, RunError_Contract]
+
+exports_mod = types.ModuleType("wit_world.exports")
+
+
+class Runner(Protocol):
+    def run(self, code: str, input_json: str) -> str:
+        raise NotImplementedError
+
+
+exports_mod.Runner = Runner
+exports_mod.runner = runner_mod
+imports_mod = types.ModuleType("wit_world.imports")
+imports_mod.tools = tools_mod
+world_mod = types.ModuleType("wit_world")
+world_mod.exports, world_mod.imports = exports_mod, imports_mod
+
+
+class Host:
+    """The fake `tools` import: a few tools, a call log, errors on demand."""
+
+    def __init__(self):
+        self.calls = []
+        self.tools = {
+            "add": lambda a: a["a"] + a["b"],
+            "echo": lambda a: a,
+            "boom": self._fail,
+        }
+        self.errors = {}  # tool name -> CallError_* instance to return
+
+    @staticmethod
+    def _fail(args):
+        raise Err(CallError_Failed("boom failed"))
+
+    def list_tools(self):
+        return [ToolInfo(name, "does " + name, '{"type":"object"}') for name in sorted(self.tools)]
+
+    def call(self, name, args_json):
+        self.calls.append((name, args_json))
+        if name in self.errors:
+            raise Err(self.errors[name])
+        if name not in self.tools:
+            raise Err(CallError_Denied("tool %s is not allowed" % name))
+        return json.dumps(self.tools[name](json.loads(args_json)))
+
+
+HOST = Host()
+tools_mod.list_tools = lambda: HOST.list_tools()
+tools_mod.call = lambda name, args_json: HOST.call(name, args_json)
+
+sys.modules.update({
+    "componentize_py_types": cpt,
+    "wit_world": world_mod,
+    "wit_world.exports": exports_mod,
+    "wit_world.exports.runner": runner_mod,
+    "wit_world.imports": imports_mod,
+    "wit_world.imports.tools": tools_mod,
+})
+sys.path.insert(0, HERE)
+import app  # noqa: E402  (needs the fakes above)
+
+
+# ------------------------------------------------------------------- helpers
+def run(code, input_json="null"):
+    """('ok', value) or (variant class name, payload)."""
+    try:
+        text = app.Runner().run(code, input_json)
+    except Err as e:
+        return type(e.value).__name__, e.value.value
+    return "ok", json.loads(text), text
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        HOST.calls.clear()
+        HOST.errors.clear()
+
+    def ok(self, code, input_json="null"):
+        r = run(code, input_json)
+        self.assertEqual(r[0], "ok", r)
+        return r[1]
+
+    def contract(self, code):
+        r = run(code)
+        self.assertEqual(r[0], "RunError_Contract", r)
+        return r[1]
+
+    def exc(self, code, kind=None):
+        r = run(code)
+        self.assertEqual(r[0], "RunError_Exception", r)
+        self.assertIsInstance(r[1], GuestException)
+        if kind:
+            self.assertEqual(r[1].kind, kind, r[1])
+        return r[1]
+
+
+# --------------------------------------------------------------------- tests
+class Values(Base):
+    def test_each_json_type(self):
+        for src, want in [("1", 1), ("-2.5", -2.5), ("'héllo'", "héllo"), ("True", True),
+                          ("None", None), ("[1, [2]]", [1, [2]]), ("(1, 2)", [1, 2]),
+                          ("{'a': {'b': [None]}}", {"a": {"b": [None]}}), ("10**30", 10**30)]:
+            self.assertEqual(self.ok(src), want, src)
+
+    def test_text_is_compact_and_not_ascii_escaped(self):
+        self.assertEqual(run("{'a': [1, 'é']}")[2], '{"a":[1,"é"]}')
+
+    def test_final_expression_only_at_the_end(self):
+        self.assertEqual(self.ok("x = 2\nx * 21"), 42)
+        self.assertIsNone(self.ok("x = 2\nx * 21\ny = 1"))
+        self.assertIsNone(self.ok("print('hi')"))
+        self.assertIsNone(self.ok(""))
+        self.assertEqual(self.ok("if True:\n    1\n'done'"), "done")
+
+    def test_output_once_wins_over_final_expression(self):
+        self.assertEqual(self.ok("output({'v': 1})\n5"), {"v": 1})
+        self.assertIsNone(self.ok("output(None)\n5"))
+
+    def test_output_twice_is_a_contract_error_even_if_caught(self):
+        self.assertEqual(self.contract("output(1)\noutput(2)"), "output() called more than once")
+        self.assertEqual(self.contract("output(1)\ntry:\n    output(2)\nexcept BaseException:\n    pass\n3"),
+                         "output() called more than once")
+
+    def test_input(self):
+        self.assertEqual(self.ok("INPUT", '{"n": [1, 2]}'), {"n": [1, 2]})
+        self.assertIsNone(self.ok("INPUT", ""))
+        self.assertIsNone(self.ok("INPUT", "null"))
+        self.assertEqual(run("INPUT", "{nope")[0], "RunError_Contract")
+        self.assertEqual(run("INPUT", "NaN")[0], "RunError_Contract")
+
+    def test_globals(self):
+        self.assertEqual(self.ok("__name__"), "__main__")
+        self.assertEqual(self.ok("[issubclass(c, ToolError) for c in "
+                                 "(ToolDenied, ToolBudgetExhausted, ToolInvalidArgs, ToolFailed, ToolTimeout)]"),
+                         [True] * 5)
+        self.assertTrue(self.ok("issubclass(ToolError, Exception)"))
+        self.assertEqual(self.ok("len(abs.__doc__) > 0"), True)  # builtins
+
+    def test_fresh_globals_per_run(self):
+        self.ok("leak = 1")
+        self.assertEqual(self.exc("leak", "NameError").message, "name 'leak' is not defined")
+
+    def test_dataclass_and_enum_in_user_code(self):
+        code = ("from __future__ import annotations\nfrom dataclasses import dataclass, asdict\n"
+                "import enum\nclass C(enum.Enum):\n    A = 1\n"
+                "@dataclass\nclass P:\n    x: int\n    y: 'list[int]'\nasdict(P(C.A.value, [2]))")
+        self.assertEqual(self.ok(code), {"x": 1, "y": [2]})
+
+    def test_stdlib_set_imports(self):
+        self.assertGreater(len(app.STDLIB), 40)
+        for name in app.STDLIB:
+            self.assertEqual(self.ok("import %s\n%s.__name__" % (name, name)), name)
+
+
+class StrictJson(Base):
+    def test_paths_and_types(self):
+        cases = [
+            ("{'items': [1, 2, 3, {1, 2}]}", "$.items[3] is a set"),
+            ("{'a b': b'x'}", '$["a b"] is bytes'),
+            ("[float('nan')]", "$[0] is NaN"),
+            ("{'x': float('inf')}", "$.x is Infinity"),
+            ("{'x': -float('inf')}", "$.x is -Infinity"),
+            ("{1: 2}", "$ has a non-string key 1 (int)"),
+            ("class P: pass\n{'p': [P()]}", "$.p[0] is a P"),
+            ("import datetime\n{'when': datetime.date(2020, 1, 1)}", "$.when is a date"),
+            ("x = []\nx.append(x)\nx", "$[0] is a cycle (it contains itself)"),
+            ("{'s': '\\ud800'}", "$.s is a string with a lone surrogate"),
+            ("object()", "$ is an object"),
+        ]
+        for code, want in cases:
+            self.assertEqual(self.contract(code), "result is not JSON: " + want, code)
+
+    def test_depth_limit(self):
+        value = self.ok("x = 1\nfor _ in range(200):\n    x = [x]\nx")
+        depth = 0
+        while isinstance(value, list):
+            value, depth = value[0], depth + 1
+        self.assertEqual((depth, value), (200, 1))
+        message = self.contract("x = 1\nfor _ in range(201):\n    x = [x]\nx")
+        self.assertTrue(message.startswith("result is not JSON: $[0][0]"), message)
+        self.assertTrue(message.endswith("is nested more than 200 levels deep"), message)
+
+    def test_shared_but_acyclic_is_fine(self):
+        self.assertEqual(self.ok("a = [1]\n[a, a, {'k': a}]"), [[1], [1], {"k": [1]}])
+
+
+class Tools(Base):
+    def test_sync_call_kwargs_and_dict(self):
+        self.assertEqual(self.ok("tools.add(a=1, b=2) + tools.add({'a': 3, 'b': 4})"), 10)
+        self.assertEqual(HOST.calls, [("add", '{"a":1,"b":2}'), ("add", '{"a":3,"b":4}')])
+
+    def test_result_is_parsed_json(self):
+        self.assertEqual(self.ok("tools.echo(x=[1, {'y': 'é'}])"), {"x": [1, {"y": "é"}]})
+        self.assertEqual(HOST.calls, [("echo", '{"x":[1,{"y":"é"}]}')])
+
+    def test_bad_call_shapes_raise_type_error_before_the_host(self):
+        for code in ("tools.add({'a': 1}, b=2)", "tools.add(1)", "tools.add({'a': 1}, {'b': 2})"):
+            e = self.exc(code, "TypeError")
+            self.assertIn("tools.add() takes keyword arguments or a single dict", e.message)
+        self.assertEqual(HOST.calls, [])
+
+    def test_non_json_args_name_the_path(self):
+        e = self.exc("tools.echo(x=[1, {2}])", "TypeError")
+        self.assertEqual(e.message, "tools.echo() arguments are not JSON: $.x[1] is a set")
+        e = self.exc("tools.echo({'v': float('nan')})", "ValueError")
+        self.assertEqual(e.message, "tools.echo() arguments are not JSON: $.v is NaN")
+        e = self.exc("tools.echo(b=b'x')", "TypeError")
+        self.assertEqual(e.message, "tools.echo() arguments are not JSON: $.b is bytes")
+        self.assertEqual(HOST.calls, [])
+
+    def test_private_names_are_not_tools(self):
+        self.assertIn("tools has no attribute '_x'", self.exc("tools._x", "AttributeError").message)
+        self.assertEqual(self.ok("tools['echo'](k=1)"), {"k": 1})
+
+    def test_each_call_error_maps_to_a_catchable_subclass(self):
+        cases = {
+            "denied": (CallError_Denied, "ToolDenied"),
+            "budget_exhausted": (CallError_BudgetExhausted, "ToolBudgetExhausted"),
+            "invalid_args": (CallError_InvalidArgs, "ToolInvalidArgs"),
+            "failed": (CallError_Failed, "ToolFailed"),
+            "timeout": (CallError_Timeout, "ToolTimeout"),
+        }
+        for kind, (variant, cls) in cases.items():
+            HOST.errors["echo"] = variant("msg " + kind)
+            got = self.ok("try:\n    tools.echo(a=1)\nexcept ToolError as e:\n"
+                          "    r = [type(e).__name__, e.kind, e.tool, e.message, str(e), isinstance(e, %s)]\nr" % cls)
+            self.assertEqual(got, [cls, kind, "echo", "msg " + kind, "echo: msg " + kind, True])
+
+    def test_uncaught_tool_error(self):
+        e = self.exc("x = 1\ntools.nope(q=1)", "ToolDenied")
+        self.assertEqual(e.message, "nope: tool nope is not allowed")
+        self.assertTrue(e.traceback.startswith('Traceback (most recent call last):\n  File "<code>", line 2'), e.traceback)
+        self.assertNotIn("app.py", e.traceback)
+        self.assertTrue(e.traceback.endswith("\nToolDenied: nope: tool nope is not allowed\n"), e.traceback)
+
+    def test_list_tools(self):
+        self.assertEqual(self.ok("list_tools()[0]"),
+                         {"name": "add", "description": "does add", "args_schema": {"type": "object"}})
+        self.assertEqual(self.ok("sorted(dir(tools))"), ["add", "boom", "echo"])
+
+
+class Async(Base):
+    def test_top_level_await(self):
+        self.assertEqual(self.ok("x = await tools.add(a=1, b=2)\nx"), 3)
+        self.assertEqual(self.ok("await tools.add(a=1, b=2)"), 3)
+
+    def test_await_inside_async_def_with_asyncio_run(self):
+        code = ("import asyncio\nasync def main():\n    a = await tools.add(a=1, b=2)\n"
+                "    b = tools.add(a=a, b=1)\n    return [a, b]\nasyncio.run(main())")
+        self.assertEqual(self.ok(code), [3, 4])
+
+    def test_gather_forms(self):
+        code = ("import asyncio\nasync def main():\n"
+                "    r1 = await asyncio.gather(tools.add(a=1, b=1), tools.echo(k=2))\n"
+                "    r2 = await asyncio.gather(*[tools.add(a=i, b=i) for i in range(3)])\n"
+                "    coros = [tools.add(a=i, b=0) for i in range(2)]\n"
+                "    r3 = await asyncio.gather(*coros)\n"
+                "    t = asyncio.create_task(tools.add(a=5, b=5))\n"
+                "    r4 = await asyncio.wait_for(tools.echo(w=1), timeout=5)\n"
+                "    return [r1, r2, r3, await t, r4]\n"
+                "output(await main())")
+        self.assertEqual(self.ok(code), [[2, {"k": 2}], [0, 2, 4], [0, 1], 10, {"w": 1}])
+
+    def test_from_asyncio_import_and_alias(self):
+        code = ("import asyncio as aio\nfrom asyncio import gather as g, run\n"
+                "async def main():\n    return await g(tools.add(a=1, b=2), aio.sleep(0, 'z'))\nrun(main())")
+        self.assertEqual(self.ok(code), [3, "z"])
+
+    def test_gather_return_exceptions_sees_tool_errors(self):
+        code = ("import asyncio\nasync def main():\n"
+                "    r = await asyncio.gather(tools.nope(), tools.add(a=1, b=1), return_exceptions=True)\n"
+                "    return [type(r[0]).__name__, r[0].kind, r[1]]\nasyncio.run(main())")
+        self.assertEqual(self.ok(code), ["ToolDenied", "denied", 2])
+
+    def test_task_group_and_sleep(self):
+        code = ("import asyncio, time\nasync def main():\n    t0 = time.monotonic()\n"
+                "    async with asyncio.TaskGroup() as tg:\n"
+                "        a = tg.create_task(tools.add(a=1, b=1))\n"
+                "        b = tg.create_task(asyncio.sleep(0.02, 'slept'))\n"
+                "    return [a.result(), b.result(), time.monotonic() - t0 >= 0.02]\nasyncio.run(main())")
+        self.assertEqual(self.ok(code), [2, "slept", True])
+
+    def test_top_level_await_with_asyncio_run_mixed(self):
+        code = ("import asyncio\nx = await tools.add(a=1, b=1)\n"
+                "async def main():\n    return x + 1\nasyncio.run(main())")
+        self.assertEqual(self.ok(code), 3)
+
+    def test_get_event_loop_run_until_complete_and_to_thread(self):
+        code = ("import asyncio\nasync def main():\n    return await asyncio.to_thread(lambda: 7)\n"
+                "asyncio.get_event_loop().run_until_complete(main())")
+        self.assertEqual(self.ok(code), 7)
+        self.assertEqual(self.ok("import asyncio\nloop = asyncio.new_event_loop()\n"
+                                 "r = loop.run_until_complete(tools.add(a=2, b=2))\nloop.close()\nr"), 4)
+
+    def test_deadlock_is_an_error_not_a_hang(self):
+        e = self.exc("import asyncio\nasync def main():\n    await asyncio.get_running_loop().create_future()\n"
+                     "asyncio.run(main())", "RuntimeError")
+        self.assertIn("deadlock", e.message)
+
+    def test_tool_error_traceback_in_async_code(self):
+        e = self.exc("import asyncio\nasync def main():\n    await tools.nope()\nawait main()", "ToolDenied")
+        self.assertTrue(e.traceback.startswith('Traceback (most recent call last):\n  File "<code>", line 4'),
+                        e.traceback)
+        self.assertIn('line 3, in main\n    await tools.nope()', e.traceback)
+
+
+class Errors(Base):
+    def test_syntax_error(self):
+        r = run("x = 1\ny = = 2\n")
+        self.assertEqual(r[0], "RunError_Syntax")
+        g = r[1]
+        self.assertEqual(g.kind, "SyntaxError")
+        self.assertIn("line 2", g.message)
+        self.assertIn('File "<code>", line 2\n    y = = 2\n', g.traceback)
+        self.assertIn("^", g.traceback)
+
+    def test_compile_stage_errors_are_syntax_errors_with_the_line(self):
+        r = run("x = 1\nreturn x\n")
+        self.assertEqual(r[0], "RunError_Syntax")
+        self.assertIn("'return' outside function", r[1].message)
+        self.assertIn('line 2\n    return x', r[1].traceback)
+        r = run("def f():\n    await g()\n")
+        self.assertEqual(r[0], "RunError_Syntax")
+        self.assertIn("line 2", r[1].traceback)
+        r = run("if x:\nprint(1)")
+        self.assertEqual((r[0], r[1].kind), ("RunError_Syntax", "IndentationError"))
+
+    def test_exception_traceback_starts_at_user_code(self):
+        e = self.exc("def f(d):\n    return d['k']\n\nf({})", "KeyError")
+        self.assertEqual(e.message, "'k'")
+        self.assertEqual(e.traceback, (
+            'Traceback (most recent call last):\n'
+            '  File "<code>", line 4, in <module>\n    f({})\n'
+            '  File "<code>", line 2, in f\n    return d[\'k\']\n'
+            + ("           ~^^^^^\n" if sys.version_info >= (3, 11) else "")
+            + "KeyError: 'k'\n"))
+
+    def test_chained_exception(self):
+        e = self.exc("try:\n    1/0\nexcept ZeroDivisionError as z:\n    raise ValueError('bad') from z", "ValueError")
+        self.assertIn("ZeroDivisionError: division by zero", e.traceback)
+        self.assertIn("direct cause", e.traceback)
+        self.assertNotIn("app.py", e.traceback)
+
+    def test_base_exceptions_are_reported(self):
+        self.assertEqual(self.exc("import sys\nsys.exit(3)", "SystemExit").message, "3")
+        self.exc("raise KeyboardInterrupt", "KeyboardInterrupt")
+        self.exc("raise MemoryError", "MemoryError")
+        e = self.exc("def f(n):\n    return f(n + 1)\nf(0)", "RecursionError")
+        self.assertIn("more time", e.traceback)  # "[Previous line repeated N more times]"
+        self.exc("import asyncio\nasync def m():\n    raise SystemExit(2)\nasyncio.run(m())", "SystemExit")
+
+    def test_unprintable_and_surrogate_messages(self):
+        e = self.exc("class E(Exception):\n    def __str__(self):\n        raise RuntimeError\nraise E()", "E")
+        self.assertIn("unprintable", e.message)
+        e = self.exc("raise ValueError('\\ud800')", "ValueError")
+        e.message.encode("utf-8")
+        e.traceback.encode("utf-8")
+
+    def test_runner_bug_is_reported_not_raised(self):
+        saved = app._execute
+        app._execute = lambda code, input_json: 1 / 0
+        try:
+            r = run("1")
+        finally:
+            app._execute = saved
+        self.assertEqual((r[0], r[1].kind), ("RunError_Exception", "ZeroDivisionError"))
+
+
+class Stdio(Base):
+    def test_stdout_and_stderr_are_flushed_after_every_run(self):
+        class Recorder(io.StringIO):
+            flushed = 0
+
+            def flush(self):
+                Recorder.flushed += 1
+                super().flush()
+
+        out, err = Recorder(), Recorder()
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        try:
+            r = run("print('hello')\nimport sys\nprint('oops', file=sys.stderr)\n1/0")
+        finally:
+            sys.stdout, sys.stderr = saved
+        self.assertEqual(r[0], "RunError_Exception")
+        self.assertEqual((out.getvalue(), err.getvalue()), ("hello\n", "oops\n"))
+        self.assertGreaterEqual(Recorder.flushed, 2)
+
+    def test_failing_flush_is_swallowed(self):
+        class Broken(io.StringIO):
+            def flush(self):
+                raise BrokenPipeError
+
+        saved = sys.stdout
+        sys.stdout = Broken()
+        try:
+            self.assertEqual(run("1")[0], "ok")
+        finally:
+            sys.stdout = saved
+
+
+class WriteAll(unittest.TestCase):
+    """WASI writes take at most 64 KiB; the guest's stdio must not drop the rest."""
+
+    class ShortRaw(io.RawIOBase):
+        def __init__(self, limit):
+            super().__init__()
+            self.limit, self.data = limit, bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            taken = bytes(b[:self.limit])
+            self.data += taken
+            return len(taken)
+
+    def test_long_text_is_written_whole(self):
+        raw = self.ShortRaw(65536)
+        out = io.TextIOWrapper(app._WriteAll(raw), encoding="utf-8", write_through=True)
+        print("é" * 100000, file=out)
+        self.assertEqual(raw.data.decode("utf-8"), "é" * 100000 + "\n")
+
+    def test_a_stream_that_takes_nothing_is_a_broken_pipe(self):
+        with self.assertRaises(BrokenPipeError):
+            app._WriteAll(self.ShortRaw(0)).write(b"x")
+
+
+@unittest.skipUnless(os.environ.get("WASMBOX_PY_BINDINGS"), "set WASMBOX_PY_BINDINGS to generated bindings")
+class FakesMatchGeneratedBindings(unittest.TestCase):
+    """The fakes above must have the generated modules' class names and fields."""
+
+    def shapes(self, path):
+        tree = ast.parse(open(path).read())
+        found = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                found[node.name] = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign)]
+            elif isinstance(node, ast.FunctionDef):
+                found[node.name] = [a.arg for a in node.args.args]
+        return found
+
+    def fake_shapes(self, module):
+        found = {}
+        for name, value in vars(module).items():
+            if isinstance(value, type) and value.__module__ == __name__:
+                found[name] = [f.name for f in fields(value)] if hasattr(value, "__dataclass_fields__") else []
+        return found
+
+    def test_shapes(self):
+        root = os.environ["WASMBOX_PY_BINDINGS"]
+        real_tools = self.shapes(os.path.join(root, "wit_world/imports/tools.py"))
+        real_runner = self.shapes(os.path.join(root, "wit_world/exports/runner.py"))
+        real_exports = self.shapes(os.path.join(root, "wit_world/exports/__init__.py"))
+        real_types = self.shapes(os.path.join(root, "componentize_py_types.py"))
+        self.assertEqual(real_tools.pop("list_tools"), [])
+        self.assertEqual(real_tools.pop("call"), ["name", "args_json"])
+        self.assertTrue(callable(tools_mod.list_tools) and callable(tools_mod.call))
+        self.assertEqual(real_tools, self.fake_shapes(tools_mod))
+        self.assertEqual(real_runner, self.fake_shapes(runner_mod))
+        self.assertEqual(list(real_exports), ["Runner"])
+        self.assertEqual({k: v for k, v in real_types.items() if k in ("Some", "Ok", "Err")},
+                         {"Some": ["value"], "Ok": ["value"], "Err": ["value"]})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,10 @@
+//! The integration test binary: one link, modules inside (as wasmtime's `tests/all`).
+//!
+//! The Python guest must be built first (`cargo xtask guests`); tests that need it
+//! fail loudly with that instruction rather than passing silently.
+
+mod python_guest;
+mod python_isolation;
+mod python_limits;
+mod python_tools;
+mod support;

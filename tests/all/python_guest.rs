@@ -1,0 +1,155 @@
+//! What Python code sees: values, output(), print, errors, stdlib, input.
+
+use serde_json::json;
+use wasmbox::Status;
+
+use crate::support::{run, sandbox, value};
+
+#[tokio::test]
+async fn a_trivial_expression_is_the_value() {
+    let outcome = run("1 + 1").await;
+    assert_eq!(value(&outcome), json!(2));
+    assert!(outcome.stats.instantiate_time_us > 0);
+    assert!(outcome.stats.fuel_used > 0);
+    assert!(outcome.stats.peak_memory_bytes > 0);
+}
+
+#[tokio::test]
+async fn values_of_every_json_type_round_trip() {
+    let code = r#"{"none": None, "t": True, "f": False, "i": -7, "big": 2**53, "x": 1.5, "s": "héllo ☃ 😀", "l": [1, [2, (3, 4)]], "d": {"k": {}}}"#;
+    assert_eq!(
+        value(&run(code).await),
+        json!({"none": null, "t": true, "f": false, "i": -7, "big": 9007199254740992_u64, "x": 1.5, "s": "héllo ☃ 😀", "l": [1, [2, [3, 4]]], "d": {"k": {}}})
+    );
+}
+
+#[tokio::test]
+async fn no_final_expression_means_null() {
+    assert_eq!(value(&run("x = 1").await), json!(null));
+    assert_eq!(value(&run("").await), json!(null));
+}
+
+#[tokio::test]
+async fn output_sets_the_value_once() {
+    assert_eq!(
+        value(&run("output({'a': 1})\n2 + 2").await),
+        json!({"a": 1})
+    );
+    let twice = run("output(1)\noutput(2)").await;
+    assert_eq!(twice.status, Status::Error);
+    let error = twice.error.unwrap();
+    assert_eq!(error.kind, "ContractError");
+    assert!(
+        error.message.contains("more than once"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test]
+async fn print_is_captured() {
+    let outcome = run("print('hello')\nimport sys\nprint('oops', file=sys.stderr)\n3").await;
+    assert_eq!(value(&outcome), json!(3));
+    assert_eq!(outcome.stdout.text, "hello\n");
+    assert_eq!(outcome.stderr.text, "oops\n");
+    assert!(!outcome.stdout.truncated);
+}
+
+#[tokio::test]
+async fn input_is_visible_as_input() {
+    let outcome = sandbox()
+        .run_with_input("INPUT['n'] * 2", &json!({"n": 21}))
+        .await;
+    assert_eq!(value(&outcome), json!(42));
+}
+
+#[tokio::test]
+async fn a_syntax_error_is_reported_with_its_line() {
+    let outcome = run("x = 1\ny = (").await;
+    assert_eq!(outcome.status, Status::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "SyntaxError");
+    assert!(error.traceback.contains("line 2"), "{}", error.traceback);
+}
+
+#[tokio::test]
+async fn an_uncaught_exception_comes_back_with_kind_message_and_traceback() {
+    let outcome = run("def f(x):\n    return 1 / x\n\nf(0)").await;
+    assert_eq!(outcome.status, Status::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "ZeroDivisionError");
+    assert_eq!(error.message, "division by zero");
+    assert!(error.traceback.contains("<code>"), "{}", error.traceback);
+    assert!(
+        error.traceback.contains("line 2, in f"),
+        "{}",
+        error.traceback
+    );
+    assert!(
+        error.traceback.contains("return 1 / x"),
+        "source lines are shown: {}",
+        error.traceback
+    );
+}
+
+#[tokio::test]
+async fn a_non_json_result_names_the_path() {
+    let outcome = run("{'items': [1, 2, 3, {4, 5}]}").await;
+    assert_eq!(outcome.status, Status::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "ContractError");
+    assert!(error.message.contains("$.items[3]"), "{}", error.message);
+    assert!(error.message.contains("set"), "{}", error.message);
+    for code in [
+        "float('nan')",
+        "b'bytes'",
+        "x = []\nx.append(x)\nx",
+        "object()",
+    ] {
+        let outcome = run(code).await;
+        assert_eq!(outcome.status, Status::Error, "{code}");
+        assert_eq!(outcome.error.unwrap().kind, "ContractError", "{code}");
+    }
+}
+
+#[tokio::test]
+async fn the_promised_stdlib_imports_and_works() {
+    let code = r#"
+import json, re, math, datetime, decimal, collections, itertools, statistics, hashlib, base64, dataclasses, typing
+
+@dataclasses.dataclass
+class P:
+    x: int
+    y: typing.Optional[int] = None
+
+output({
+    "json": json.loads(json.dumps({"a": [1]})),
+    "re": re.findall(r"\d+", "a1b22"),
+    "math": math.isqrt(17),
+    "date": datetime.date(2026, 11, 29).isoformat(),
+    "decimal": str(decimal.Decimal("0.1") + decimal.Decimal("0.2")),
+    "counter": collections.Counter("abca").most_common(1),
+    "perms": len(list(itertools.permutations(range(4)))),
+    "mean": statistics.mean([1, 2, 3, 4]),
+    "sha": hashlib.sha256(b"x").hexdigest()[:8],
+    "b64": base64.b64encode(b"hi").decode(),
+    "dc": dataclasses.asdict(P(1)),
+})
+"#;
+    assert_eq!(
+        value(&run(code).await),
+        json!({
+            "json": {"a": [1]}, "re": ["1", "22"], "math": 4, "date": "2026-11-29",
+            "decimal": "0.3", "counter": [["a", 2]], "perms": 24, "mean": 2.5,
+            "sha": "2d711642", "b64": "aGk=", "dc": {"x": 1, "y": null},
+        })
+    );
+}
+
+#[tokio::test]
+async fn sys_exit_is_an_error_not_a_crash() {
+    let outcome = run("import sys\nsys.exit(3)").await;
+    assert_eq!(outcome.status, Status::Error);
+    assert_eq!(outcome.error.unwrap().kind, "SystemExit");
+    assert_eq!(value(&run("'still alive'").await), json!("still alive"));
+}

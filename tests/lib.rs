@@ -1,0 +1,1 @@
+//! Integration tests live in `all/`; this crate has no library code.

@@ -1,0 +1,182 @@
+//! `cargo xtask` — the project's build steps that need more than cargo: pip, npm,
+//! rustup. Kept out of build.rs so that building the host never touches the network.
+//!
+//! - `cargo xtask setup`  — install what the other steps need (rustup target, venv).
+//! - `cargo xtask guests` — build the guest components into `target/guests/`.
+//! - `cargo xtask demo`   — setup + guests + run the demo (Python snippets calling tools).
+//! - `cargo xtask test`   — setup + guests + fmt + clippy + every test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+/// componentize-py is pinned: the guest's snapshot and CPython version come from it.
+const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+fn main() -> Result<()> {
+    let task = std::env::args().nth(1).unwrap_or_default();
+    let root = workspace_root();
+    std::env::set_current_dir(&root)?;
+    match task.as_str() {
+        "setup" => setup(&root),
+        "guests" => setup(&root).and_then(|()| build_guests(&root)),
+        "demo" => {
+            setup(&root)?;
+            build_guests(&root)?;
+            run(cargo()
+                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox"])
+                .env("WASMBOX_CACHE_DIR", cache_dir(&root)))
+        }
+        "test" => test(&root),
+        _ => bail!("usage: cargo xtask <setup|guests|demo|test>"),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_owned()
+}
+
+/// One precompile cache for every test binary and the demo, inside target/ so a
+/// `cargo clean` also clears it.
+fn cache_dir(root: &Path) -> PathBuf {
+    root.join("target/wasmbox-cache")
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {command:?}");
+    let status = command
+        .status()
+        .with_context(|| format!("could not start {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn setup(root: &Path) -> Result<()> {
+    run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]))?;
+    let venv = root.join("target/guest-tools/venv");
+    let componentize = venv.join("bin/componentize-py");
+    let installed = Command::new(&componentize)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| {
+            o.status.success()
+                && String::from_utf8_lossy(&o.stdout)
+                    .contains(COMPONENTIZE_PY.trim_start_matches("componentize-py=="))
+        });
+    if !installed {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        run(Command::new(venv.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            COMPONENTIZE_PY,
+        ]))?;
+    }
+    Ok(())
+}
+
+fn build_guests(root: &Path) -> Result<()> {
+    let out_dir = root.join("target/guests");
+    std::fs::create_dir_all(&out_dir)?;
+    let out = out_dir.join("python.wasm");
+    let stamp = out_dir.join("python.stamp");
+    let inputs = fingerprint(
+        &[root.join("wit"), root.join("guests/python")],
+        COMPONENTIZE_PY,
+    )?;
+    if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == inputs) {
+        eprintln!("xtask: python guest is up to date");
+        return Ok(());
+    }
+    let started = Instant::now();
+    run(
+        Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
+            .args([
+                "-d",
+                "wit",
+                "-w",
+                "code-runner",
+                "componentize",
+                "app",
+                "-p",
+                "guests/python",
+                "-o",
+            ])
+            .arg(&out),
+    )?;
+    std::fs::write(&stamp, inputs)?;
+    let size = std::fs::metadata(&out)?.len();
+    eprintln!(
+        "xtask: built {} ({:.1} MB) in {:.1?}",
+        out.display(),
+        size as f64 / 1e6,
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// A hash of every file under `dirs` (names and contents) plus `extra`.
+fn fingerprint(dirs: &[PathBuf], extra: &str) -> Result<String> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        collect_files(dir, &mut files)?;
+    }
+    files.sort();
+    let mut hasher = Sha256::new();
+    hasher.update(extra);
+    for file in files {
+        hasher.update(file.to_string_lossy().as_bytes());
+        hasher.update(std::fs::read(&file)?);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name == "__pycache__" || name.starts_with("test_") {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(&path, files)?;
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn test(root: &Path) -> Result<()> {
+    let started = Instant::now();
+    setup(root)?;
+    build_guests(root)?;
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
+    run(cargo()
+        .args(["test", "--workspace"])
+        .env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
+    eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
+    Ok(())
+}
