@@ -64,7 +64,9 @@ pub fn load(path: &Path) -> Result<Tools> {
     } else {
         toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
     };
-    let base = path
+    // Relative programs and the working directory are the tools file's own folder.
+    let absolute = std::path::absolute(path)?;
+    let base = absolute
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_owned);
     let mut tools = Tools::new();

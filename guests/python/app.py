@@ -220,7 +220,8 @@ class ToolError(Exception):
         self.tool = tool
 
     def __str__(self):
-        return "%s: %s" % (self.tool, self.message) if self.tool else str(self.message)
+        # The host's messages already name the tool.
+        return str(self.message)
 
 
 class ToolDenied(ToolError):
@@ -736,6 +737,8 @@ def _execute(code, input_json):
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
+        else:
+            sys.modules.pop("__main__", None)
         _drop_current_loop()
     if _state.violation is not None:  # latched: guest code may have swallowed it
         raise _Failure(RunError_Contract(_state.violation))

@@ -341,14 +341,14 @@ class Tools(Base):
             HOST.errors["echo"] = variant("msg " + kind)
             got = self.ok("try:\n    tools.echo(a=1)\nexcept ToolError as e:\n"
                           "    r = [type(e).__name__, e.kind, e.tool, e.message, str(e), isinstance(e, %s)]\nr" % cls)
-            self.assertEqual(got, [cls, kind, "echo", "msg " + kind, "echo: msg " + kind, True])
+            self.assertEqual(got, [cls, kind, "echo", "msg " + kind, "msg " + kind, True])
 
     def test_uncaught_tool_error(self):
         e = self.exc("x = 1\ntools.nope(q=1)", "ToolDenied")
-        self.assertEqual(e.message, "nope: tool nope is not allowed")
+        self.assertEqual(e.message, "tool nope is not allowed")
         self.assertTrue(e.traceback.startswith('Traceback (most recent call last):\n  File "<code>", line 2'), e.traceback)
         self.assertNotIn("app.py", e.traceback)
-        self.assertTrue(e.traceback.endswith("\nToolDenied: nope: tool nope is not allowed\n"), e.traceback)
+        self.assertTrue(e.traceback.endswith("\nToolDenied: tool nope is not allowed\n"), e.traceback)
 
     def test_list_tools(self):
         self.assertEqual(self.ok("list_tools()[0]"),

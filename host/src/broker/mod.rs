@@ -173,7 +173,7 @@ impl BrokerCtx {
 
         if self.calls_made >= self.limits.max_tool_calls {
             let message = format!(
-                "the run's ceiling of {} tool calls is reached",
+                "tool `{name}`: the run's ceiling of {} tool calls is reached",
                 self.limits.max_tool_calls
             );
             self.latch("max_tool_calls", &message);
@@ -205,7 +205,7 @@ impl BrokerCtx {
         let cumulative = self.cumulative_result_bytes + text.len() as u64;
         if cumulative > self.limits.max_cumulative_result_bytes {
             let message = format!(
-                "tool results of this run would total {cumulative} bytes, over the cap of {} bytes",
+                "tool `{name}`: tool results of this run would total {cumulative} bytes, over the cap of {} bytes",
                 self.limits.max_cumulative_result_bytes
             );
             self.latch("max_cumulative_result_bytes", &message);

@@ -1,0 +1,168 @@
+//! End-to-end tests of the `wasmbox` binary with a command-backed tool.
+//! Needs the Python guest (`cargo xtask guests`).
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn wasmbox(dir: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmbox"))
+        .args(args)
+        .current_dir(dir)
+        // A secret in the operator's environment must reach neither guest nor tool.
+        .env("WASMBOX_TEST_SECRET", "hunter2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("wasmbox starts");
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        std::io::Write::write_all(&mut pipe, text.as_bytes()).unwrap();
+    }
+    drop(pipe);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("is not built"),
+        "the CLI tests need the Python guest: run `cargo xtask guests`\n{stderr}"
+    );
+    output
+}
+
+fn fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tools.toml"),
+        r#"
+[[tool]]
+name = "weather"
+description = "Weather for a city"
+args_schema = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+argv = ["python3", "./weather.py"]
+timeout_ms = 5000
+
+[[tool]]
+name = "shout"
+description = "Upper-cases text"
+argv = ["python3", "-c", "import json,sys; a=json.load(sys.stdin); print(json.dumps(a['text'].upper()))"]
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("weather.py"),
+        "import json, os, sys\nargs = json.load(sys.stdin)\nif args['city'] != 'Paris':\n    sys.exit('unknown city')\nprint(json.dumps({'city': 'Paris', 'temp_c': 18, 'env': sorted(os.environ)}))\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("script.py"), "w = tools.weather(city='Paris')\nprint('it is', w['temp_c'])\n{'temp': w['temp_c'], 'env': w['env'], 'loud': tools.shout(text='hi')}\n").unwrap();
+    dir
+}
+
+#[test]
+fn runs_a_script_that_calls_a_command_tool() {
+    let dir = fixture();
+    let out = wasmbox(
+        dir.path(),
+        &[
+            "run",
+            "script.py",
+            "--tools",
+            "tools.toml",
+            "--allow",
+            "weather,shout",
+        ],
+        None,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("it is 18\n"), "{stdout}");
+    let value: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(value["temp"], 18);
+    assert_eq!(value["loud"], "HI");
+    let env = value["env"].as_array().unwrap();
+    assert!(env.contains(&serde_json::json!("PATH")), "{env:?}");
+    assert!(
+        !env.contains(&serde_json::json!("WASMBOX_TEST_SECRET")),
+        "command tools inherit only PATH: {env:?}"
+    );
+}
+
+#[test]
+fn json_output_and_exit_codes_reflect_the_status() {
+    let dir = fixture();
+    let out = wasmbox(
+        dir.path(),
+        &[
+            "run",
+            "-",
+            "--json",
+            "--tools",
+            "tools.toml",
+            "--allow",
+            "weather",
+        ],
+        Some("tools.weather(city='Oslo')"),
+    );
+    assert_eq!(out.status.code(), Some(1), "a guest error exits 1");
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outcome["status"], "error");
+    assert_eq!(outcome["error"]["kind"], "ToolFailed");
+    assert!(outcome["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown city"));
+    assert_eq!(outcome["tool_calls"][0]["status"], "failed");
+
+    let out = wasmbox(
+        dir.path(),
+        &["run", "-", "--timeout-ms", "200"],
+        Some("while True: pass"),
+    );
+    assert_eq!(out.status.code(), Some(3), "timeout exits 3");
+    let out = wasmbox(
+        dir.path(),
+        &["run", "-", "--memory-mb", "64"],
+        Some("x = 'a' * (1 << 30)"),
+    );
+    assert_eq!(out.status.code(), Some(5), "memory_exhausted exits 5");
+}
+
+#[test]
+fn tools_outside_allow_are_denied_and_bad_flags_are_usage_errors() {
+    let dir = fixture();
+    let out = wasmbox(
+        dir.path(),
+        &[
+            "run",
+            "script.py",
+            "--tools",
+            "tools.toml",
+            "--allow",
+            "shout",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ToolDenied"));
+
+    let out = wasmbox(dir.path(), &["run", "script.py", "--allow", "nope"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    let out = wasmbox(dir.path(), &["run", "script.py", "--timeout-ms", "0"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn describe_tools_prints_the_registry() {
+    let dir = fixture();
+    let out = wasmbox(dir.path(), &["describe-tools", "tools.toml"], None);
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tools[1]["name"], "weather");
+    assert_eq!(
+        tools[1]["args_schema"]["required"],
+        serde_json::json!(["city"])
+    );
+}
