@@ -29,6 +29,7 @@
 
 mod bindings;
 mod broker;
+mod cancel;
 mod engine;
 mod epoch_ticker;
 mod error;
@@ -45,6 +46,7 @@ mod wasi;
 pub use broker::{
     BrokerCtx, CallError, JsonError, Scope, Tool, ToolFailure, ToolRegistrationError, Tools,
 };
+pub use cancel::CancelToken;
 pub use engine::{Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS};
 pub use error::Error;
 pub use limits::*;

@@ -1,7 +1,5 @@
 //! What one run's Store holds: WASI, the broker, the memory guard and the run clock.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
@@ -9,6 +7,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::broker::link::{BrokerCtxView, BrokerView};
 use crate::broker::BrokerCtx;
+use crate::cancel::CancelToken;
 
 /// Table growth beyond this many elements is refused; CPython needs a few thousand.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -73,19 +72,6 @@ impl wasmtime::ResourceLimiter for MemoryGuard {
     }
 }
 
-/// A cancel flag shared between a run and whoever may cancel it.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct CancelFlag(Arc<AtomicBool>);
-
-impl CancelFlag {
-    pub(crate) fn cancel(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
 /// The Store data of one run.
 pub(crate) struct RunState {
     pub(crate) wasi: WasiCtx,
@@ -93,7 +79,7 @@ pub(crate) struct RunState {
     pub(crate) broker: BrokerCtx,
     pub(crate) memory: MemoryGuard,
     pub(crate) deadline: Instant,
-    pub(crate) cancel: CancelFlag,
+    pub(crate) cancel: CancelToken,
 }
 
 impl WasiView for RunState {

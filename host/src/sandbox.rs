@@ -10,10 +10,11 @@ use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunError};
 use crate::broker::{self, BrokerCtx, Scope, Tools};
+use crate::cancel::CancelToken;
 use crate::limits::Limits;
 use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputCapture;
-use crate::run_state::{CancelFlag, MemoryGuard, RunState};
+use crate::run_state::{MemoryGuard, RunState};
 use crate::runtime::Runtime;
 use crate::termination::{classify_trap, Termination};
 use crate::wasi;
@@ -82,9 +83,20 @@ impl Sandbox {
     /// never returns an error: every ending is an [`Outcome`]. Dropping the future
     /// stops the guest and drops its Store.
     pub async fn run_with_input(&self, code: &str, input: &Value) -> Outcome {
+        self.run_cancellable(code, input, &CancelToken::new()).await
+    }
+
+    /// Like [`Sandbox::run_with_input`], stopped with status `cancelled` when `cancel`
+    /// is cancelled.
+    pub async fn run_cancellable(
+        &self,
+        code: &str,
+        input: &Value,
+        cancel: &CancelToken,
+    ) -> Outcome {
         let started = Instant::now();
         let mut outcome = match self.prepare(code, input) {
-            Ok(input_json) => self.execute(code, &input_json, CancelFlag::default()).await,
+            Ok(input_json) => self.execute(code, &input_json, cancel.clone()).await,
             Err(error) => Outcome::early(Status::InvalidRequest, error),
         };
         outcome.stats.wall_time_us = started.elapsed().as_micros() as u64;
@@ -113,7 +125,7 @@ impl Sandbox {
         .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
     }
 
-    async fn execute(&self, code: &str, input_json: &str, cancel: CancelFlag) -> Outcome {
+    async fn execute(&self, code: &str, input_json: &str, cancel: CancelToken) -> Outcome {
         let limits = &self.limits;
         let engine = self.runtime.engine();
         let stdout = OutputCapture::new("stdout", limits.max_stdout_bytes as usize);
@@ -125,7 +137,7 @@ impl Sandbox {
             broker: BrokerCtx::new(Arc::clone(&self.tools), self.scope.clone(), limits.clone()),
             memory: MemoryGuard::new(limits.max_memory_bytes),
             deadline: Instant::now() + timeout,
-            cancel,
+            cancel: cancel.clone(),
         };
         let mut store = Store::new(engine.wasmtime(), state);
         store.limiter(|state| &mut state.memory);
@@ -159,13 +171,18 @@ impl Sandbox {
                 .call_run(&mut store, code, input_json)
                 .await
         };
-        let result = tokio::time::timeout(hard_timeout, call).await;
+        // A guest computing is stopped by the epoch callback; one waiting on a tool or a
+        // sleep is stopped here, by dropping the call.
+        let result = tokio::select! {
+            result = tokio::time::timeout(hard_timeout, call) => result.map_err(|_| Termination::Timeout),
+            () = cancel.cancelled() => Err(Termination::Cancelled),
+        };
 
         // The call future is gone; the Store is only read from here on, then dropped.
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.into_data();
         let termination = match result {
-            Err(_elapsed) => Termination::Timeout,
+            Err(stopped) => stopped,
             Ok(Err(err)) => classify_trap(&err, state.cancel.is_cancelled()),
             Ok(Ok(Ok(json))) => Termination::Returned(json),
             Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
