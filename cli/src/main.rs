@@ -18,11 +18,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use wasmbox::{Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools};
 
 #[derive(Parser)]
-#[command(
-    name = "wasmbox",
-    version,
-    about = "Run untrusted code in a WebAssembly sandbox, with tools and limits"
-)]
+#[command(name = "wasmbox", version, about = "Run untrusted code in a WebAssembly sandbox, with tools and limits")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -106,10 +102,7 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(anyhow::Error::from(err)),
     };
@@ -130,11 +123,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Precompile { lang, guest } => {
             let engine = Engine::new(EngineConfig::default())?;
             load_runtime(&engine, lang, guest.as_deref())?;
-            eprintln!(
-                "wasmbox: the {} guest is precompiled in {}",
-                lang.name(),
-                engine.cache_dir().display()
-            );
+            eprintln!("wasmbox: the {} guest is precompiled in {}", lang.name(), engine.cache_dir().display());
             Ok(ExitCode::SUCCESS)
         }
         Command::DescribeTools { tools } => {
@@ -151,10 +140,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
     let code = read_script(&args.file)?;
-    let lang = args
-        .lang
-        .or_else(|| Lang::from_path(&args.file))
-        .unwrap_or(Lang::Python);
+    let lang = args.lang.or_else(|| Lang::from_path(&args.file)).unwrap_or(Lang::Python);
     let tools = match &args.tools {
         Some(path) => command_tool::load(path)?,
         None => Tools::new(),
@@ -182,9 +168,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
 fn read_script(file: &Path) -> Result<String> {
     if file == Path::new("-") {
         let mut code = String::new();
-        std::io::stdin()
-            .read_to_string(&mut code)
-            .context("reading the script from stdin")?;
+        std::io::stdin().read_to_string(&mut code).context("reading the script from stdin")?;
         return Ok(code);
     }
     std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
@@ -222,11 +206,7 @@ fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>) -> Result<Run
     let path = guest.map_or_else(|| wasmbox::builtin_guest_path(lang.name()), Path::to_owned);
     let bytes = std::fs::read(&path).with_context(|| {
         if guest.is_none() {
-            format!(
-                "the {} guest is not built ({}): run `cargo xtask guests`",
-                lang.name(),
-                path.display()
-            )
+            format!("the {} guest is not built ({}): run `cargo xtask guests`", lang.name(), path.display())
         } else {
             format!("reading {}", path.display())
         }
@@ -235,9 +215,7 @@ fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>) -> Result<Run
     if engine.is_precompiled(&bytes) {
         return Ok(Runtime::from_bytes(engine, name, &bytes)?);
     }
-    let progress = Progress::start(format!(
-        "compiling the {name} guest for this machine (first run only)"
-    ));
+    let progress = Progress::start(format!("compiling the {name} guest for this machine (first run only)"));
     let runtime = Runtime::from_bytes(engine, name, &bytes);
     progress.finish();
     Ok(runtime?)

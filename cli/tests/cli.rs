@@ -60,34 +60,16 @@ argv = ["python3", "-c", "import json,sys; a=json.load(sys.stdin); print(json.du
 #[test]
 fn runs_a_script_that_calls_a_command_tool() {
     let dir = fixture();
-    let out = wasmbox(
-        dir.path(),
-        &[
-            "run",
-            "script.py",
-            "--tools",
-            "tools.toml",
-            "--allow",
-            "weather,shout",
-        ],
-        None,
-    );
+    let out = wasmbox(dir.path(), &["run", "script.py", "--tools", "tools.toml", "--allow", "weather,shout"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("it is 18\n"), "{stdout}");
     let value: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(value["temp"], 18);
     assert_eq!(value["loud"], "HI");
     let env = value["env"].as_array().unwrap();
     assert!(env.contains(&serde_json::json!("PATH")), "{env:?}");
-    assert!(
-        !env.contains(&serde_json::json!("WASMBOX_TEST_SECRET")),
-        "command tools inherit only PATH: {env:?}"
-    );
+    assert!(!env.contains(&serde_json::json!("WASMBOX_TEST_SECRET")), "command tools inherit only PATH: {env:?}");
 }
 
 #[test]
@@ -95,56 +77,26 @@ fn json_output_and_exit_codes_reflect_the_status() {
     let dir = fixture();
     let out = wasmbox(
         dir.path(),
-        &[
-            "run",
-            "-",
-            "--json",
-            "--tools",
-            "tools.toml",
-            "--allow",
-            "weather",
-        ],
+        &["run", "-", "--json", "--tools", "tools.toml", "--allow", "weather"],
         Some("tools.weather(city='Oslo')"),
     );
     assert_eq!(out.status.code(), Some(1), "a guest error exits 1");
     let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(outcome["status"], "error");
     assert_eq!(outcome["error"]["kind"], "ToolFailed");
-    assert!(outcome["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("unknown city"));
+    assert!(outcome["error"]["message"].as_str().unwrap().contains("unknown city"));
     assert_eq!(outcome["tool_calls"][0]["status"], "failed");
 
-    let out = wasmbox(
-        dir.path(),
-        &["run", "-", "--timeout-ms", "200"],
-        Some("while True: pass"),
-    );
+    let out = wasmbox(dir.path(), &["run", "-", "--timeout-ms", "200"], Some("while True: pass"));
     assert_eq!(out.status.code(), Some(3), "timeout exits 3");
-    let out = wasmbox(
-        dir.path(),
-        &["run", "-", "--memory-mb", "64"],
-        Some("x = 'a' * (1 << 30)"),
-    );
+    let out = wasmbox(dir.path(), &["run", "-", "--memory-mb", "64"], Some("x = 'a' * (1 << 30)"));
     assert_eq!(out.status.code(), Some(5), "memory_exhausted exits 5");
 }
 
 #[test]
 fn tools_outside_allow_are_denied_and_bad_flags_are_usage_errors() {
     let dir = fixture();
-    let out = wasmbox(
-        dir.path(),
-        &[
-            "run",
-            "script.py",
-            "--tools",
-            "tools.toml",
-            "--allow",
-            "shout",
-        ],
-        None,
-    );
+    let out = wasmbox(dir.path(), &["run", "script.py", "--tools", "tools.toml", "--allow", "shout"], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ToolDenied"));
 
@@ -161,8 +113,5 @@ fn describe_tools_prints_the_registry() {
     let out = wasmbox(dir.path(), &["describe-tools", "tools.toml"], None);
     let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(tools[1]["name"], "weather");
-    assert_eq!(
-        tools[1]["args_schema"]["required"],
-        serde_json::json!(["city"])
-    );
+    assert_eq!(tools[1]["args_schema"]["required"], serde_json::json!(["city"]));
 }

@@ -19,8 +19,7 @@ fn catalogue() -> Value {
 fn tools() -> Tools {
     let mut tools = Tools::new();
     let search_schema = json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]});
-    let price_schema =
-        json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]});
+    let price_schema = json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]});
     let fx_schema = json!({"type": "object", "properties": {"amount": {"type": "number"}, "to": {"type": "string"}}});
     tools
         .register(Tool::new(
@@ -40,44 +39,29 @@ fn tools() -> Tools {
             },
         ))
         .expect("valid tool")
-        .register(Tool::new(
-            "get_price",
-            "Price of a product in EUR",
-            price_schema,
-            |args| async move {
-                catalogue()
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|p| p["sku"] == args["sku"])
-                    .map(|p| p["price_eur"].clone())
-                    .ok_or_else(|| ToolFailure::new("unknown sku"))
-            },
-        ))
+        .register(Tool::new("get_price", "Price of a product in EUR", price_schema, |args| async move {
+            catalogue()
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["sku"] == args["sku"])
+                .map(|p| p["price_eur"].clone())
+                .ok_or_else(|| ToolFailure::new("unknown sku"))
+        }))
         .expect("valid tool")
-        .register(Tool::new(
-            "convert_currency",
-            "Convert EUR to another currency",
-            fx_schema,
-            |args| async move {
-                let rate = match args["to"].as_str() {
-                    Some("USD") => 1.08,
-                    Some("GBP") => 0.85,
-                    _ => return Err(ToolFailure::new("unsupported currency")),
-                };
-                let amount = args["amount"]
-                    .as_f64()
-                    .ok_or_else(|| ToolFailure::new("amount must be a number"))?;
-                Ok(json!((amount * rate * 100.0).round() / 100.0))
-            },
-        ))
+        .register(Tool::new("convert_currency", "Convert EUR to another currency", fx_schema, |args| async move {
+            let rate = match args["to"].as_str() {
+                Some("USD") => 1.08,
+                Some("GBP") => 0.85,
+                _ => return Err(ToolFailure::new("unsupported currency")),
+            };
+            let amount = args["amount"].as_f64().ok_or_else(|| ToolFailure::new("amount must be a number"))?;
+            Ok(json!((amount * rate * 100.0).round() / 100.0))
+        }))
         .expect("valid tool")
-        .register(Tool::new(
-            "delete_account",
-            "Never granted to the demo",
-            json!({"type": "object"}),
-            |_| async { Ok(json!("deleted!")) },
-        ))
+        .register(Tool::new("delete_account", "Never granted to the demo", json!({"type": "object"}), |_| async {
+            Ok(json!("deleted!"))
+        }))
         .expect("valid tool");
     tools
 }
@@ -116,15 +100,9 @@ except ToolDenied as e:
 "#,
     ),
     ("an uncaught exception", "prices = {}\nprices['kb-1'] * 2"),
-    (
-        "an infinite loop hits the deadline",
-        "while True:\n    pass",
-    ),
+    ("an infinite loop hits the deadline", "while True:\n    pass"),
     ("a memory bomb hits the memory cap", "x = 'a' * (1 << 30)"),
-    (
-        "the sandbox has no filesystem",
-        "open('/etc/passwd').read()",
-    ),
+    ("the sandbox has no filesystem", "open('/etc/passwd').read()"),
 ];
 
 #[tokio::main]
@@ -132,23 +110,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(EngineConfig::default())?;
     let started = Instant::now();
     let python = Runtime::python(&engine)?;
-    println!(
-        "python guest ready in {:.1?} (cache: {})\n",
-        started.elapsed(),
-        engine.cache_dir().display()
-    );
+    println!("python guest ready in {:.1?} (cache: {})\n", started.elapsed(), engine.cache_dir().display());
 
-    let limits = Limits {
-        timeout_ms: 1_000,
-        max_memory_bytes: 128 << 20,
-        ..Limits::default()
-    };
+    let limits = Limits { timeout_ms: 1_000, max_memory_bytes: 128 << 20, ..Limits::default() };
     let sandbox = Sandbox::new(python, tools())
-        .scope(Scope::only([
-            "search_products",
-            "get_price",
-            "convert_currency",
-        ]))
+        .scope(Scope::only(["search_products", "get_price", "convert_currency"]))
         .limits(limits);
 
     for (title, code) in SNIPPETS {

@@ -6,13 +6,22 @@ use std::time::Duration;
 
 use wasmtime::component::Component;
 
+use crate::admission::Admission;
 use crate::epoch_ticker::EpochTicker;
 use crate::error::Error;
+use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::precompile_cache::{self, PrecompileCache, StoreError};
 
 /// Default epoch period: how late a wall-clock deadline may fire, and how often a
 /// running guest gives its tokio worker back to other tasks.
 pub const DEFAULT_EPOCH_TICK_MS: u64 = 10;
+
+/// Default bound on runs executing at once per engine.
+pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
+/// Default bound on runs waiting for a slot.
+pub const DEFAULT_MAX_QUEUED_RUNS: usize = 256;
+/// Default time a run may wait for a slot before it is rejected.
+pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
 
 /// How to build an [`Engine`].
 #[derive(Clone, Debug)]
@@ -22,6 +31,15 @@ pub struct EngineConfig {
     pub cache_dir: PathBuf,
     /// Epoch period in milliseconds. Default: [`DEFAULT_EPOCH_TICK_MS`].
     pub epoch_tick_ms: u64,
+    /// Top-level runs executing at once; more wait in the queue. Nested runs are part
+    /// of their parent's slot. Default: [`DEFAULT_MAX_CONCURRENT_RUNS`].
+    pub max_concurrent_runs: usize,
+    /// Runs that may wait for a slot; the next is `rejected` at once.
+    /// Default: [`DEFAULT_MAX_QUEUED_RUNS`].
+    pub max_queued_runs: usize,
+    /// How long a run may wait for a slot before it is `rejected`.
+    /// Default: [`DEFAULT_QUEUE_TIMEOUT_MS`].
+    pub queue_timeout_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -29,6 +47,9 @@ impl Default for EngineConfig {
         EngineConfig {
             cache_dir: precompile_cache::default_dir(),
             epoch_tick_ms: DEFAULT_EPOCH_TICK_MS,
+            max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
+            max_queued_runs: DEFAULT_MAX_QUEUED_RUNS,
+            queue_timeout_ms: DEFAULT_QUEUE_TIMEOUT_MS,
         }
     }
 }
@@ -44,6 +65,8 @@ struct EngineInner {
     wasmtime: wasmtime::Engine,
     cache: PrecompileCache,
     epoch_tick: Duration,
+    admission: Admission,
+    metrics: Arc<Metrics>,
     // Declared last so it is dropped (and joined) after the rest.
     _ticker: EpochTicker,
 }
@@ -57,9 +80,7 @@ impl Engine {
     /// cannot start.
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
         if config.epoch_tick_ms == 0 {
-            return Err(Error::Engine(
-                "epoch_tick_ms must be greater than zero".into(),
-            ));
+            return Err(Error::Engine("epoch_tick_ms must be greater than zero".into()));
         }
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
@@ -69,13 +90,18 @@ impl Engine {
             .epoch_interruption(true);
         let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| Error::Engine(e.to_string()))?;
         let epoch_tick = Duration::from_millis(config.epoch_tick_ms);
-        let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick)
-            .map_err(|e| Error::Engine(e.to_string()))?;
+        let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick).map_err(|e| Error::Engine(e.to_string()))?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
                 cache: PrecompileCache::new(config.cache_dir),
                 epoch_tick,
+                admission: Admission::new(
+                    config.max_concurrent_runs,
+                    config.max_queued_runs,
+                    Duration::from_millis(config.queue_timeout_ms),
+                ),
+                metrics: Arc::default(),
                 _ticker: ticker,
             }),
         })
@@ -89,10 +115,21 @@ impl Engine {
     /// True when `component` is already precompiled for this engine, so loading it
     /// takes milliseconds rather than a compile of many seconds.
     pub fn is_precompiled(&self, component: &[u8]) -> bool {
-        self.inner
-            .cache
-            .artifact_path(&self.inner.wasmtime, component)
-            .is_file()
+        self.inner.cache.artifact_path(&self.inner.wasmtime, component).is_file()
+    }
+
+    /// A snapshot of this engine's counters (runs by status, tool calls by tool and
+    /// status, runs running and queued); `to_prometheus()` renders it for scraping.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.inner.metrics.snapshot()
+    }
+
+    pub(crate) fn metrics_handle(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    pub(crate) fn admission(&self) -> &Admission {
+        &self.inner.admission
     }
 
     pub(crate) fn wasmtime(&self) -> &wasmtime::Engine {
@@ -117,30 +154,19 @@ impl Engine {
             }
         }
         if wasmtime::Engine::detect_precompiled(component).is_some() {
-            return Err(Error::InvalidComponent(
-                "expected a component, got a precompiled artifact".into(),
-            ));
+            return Err(Error::InvalidComponent("expected a component, got a precompiled artifact".into()));
         }
         // Validate and compile in one step; a bad component fails here with wasmtime's reason.
-        cache
-            .store(engine, component, &path)
-            .map_err(|err| match err {
-                StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
-                StoreError::Io(err) => Error::Cache {
-                    dir: cache.dir().to_owned(),
-                    reason: err.to_string(),
-                },
-            })?;
-        cache
-            .load(engine, &path)
-            .map_err(|e| Error::InvalidComponent(format!("{e:#}")))
+        cache.store(engine, component, &path).map_err(|err| match err {
+            StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
+            StoreError::Io(err) => Error::Cache { dir: cache.dir().to_owned(), reason: err.to_string() },
+        })?;
+        cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))
     }
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("cache_dir", &self.cache_dir())
-            .finish_non_exhaustive()
+        f.debug_struct("Engine").field("cache_dir", &self.cache_dir()).finish_non_exhaustive()
     }
 }

@@ -17,18 +17,13 @@ pub(crate) struct EpochTicker {
 impl EpochTicker {
     pub(crate) fn start(engine: wasmtime::Engine, period: Duration) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("wasmbox-epoch".into())
-            .spawn(move || {
-                // A message or a closed channel both mean stop.
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                    engine.increment_epoch();
-                }
-            })?;
-        Ok(EpochTicker {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let thread = std::thread::Builder::new().name("wasmbox-epoch".into()).spawn(move || {
+            // A message or a closed channel both mean stop.
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                engine.increment_epoch();
+            }
+        })?;
+        Ok(EpochTicker { stop: Some(stop), thread: Some(thread) })
     }
 }
 

@@ -19,9 +19,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A built-in guest has not been built yet.
-    #[error(
-        "the {language} guest is not built ({path} is missing): run `cargo xtask guests` first"
-    )]
+    #[error("the {language} guest is not built ({path} is missing): run `cargo xtask guests` first")]
     GuestNotBuilt {
         /// The guest language.
         language: String,

@@ -27,6 +27,8 @@
 
 #![deny(missing_docs)]
 
+mod admission;
+mod audit;
 mod bindings;
 mod broker;
 mod cancel;
@@ -34,6 +36,7 @@ mod engine;
 mod epoch_ticker;
 mod error;
 mod limits;
+mod metrics;
 mod outcome;
 mod output_capture;
 mod precompile_cache;
@@ -43,15 +46,22 @@ mod sandbox;
 mod termination;
 mod wasi;
 
+pub use audit::{
+    AuditConfig, AuditEvent, AuditSink, CallRef, ChannelSink, TracingSink, DEFAULT_MAX_RECORDED_STRING_BYTES,
+    DEFAULT_REDACT_KEYS, REDACTED,
+};
 pub use broker::{
-    BrokerCtx, CallError, JsonError, Scope, Tool, ToolFailure, ToolRegistrationError, Tools,
+    BrokerCtx, CallContext, CallError, Inherit, JsonError, Projection, RunIdentity, Scope, Tool, ToolFailure,
+    ToolRegistrationError, Tools,
 };
 pub use cancel::CancelToken;
-pub use engine::{Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS};
+pub use engine::{
+    Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_QUEUED_RUNS,
+    DEFAULT_QUEUE_TIMEOUT_MS,
+};
 pub use error::Error;
 pub use limits::*;
-pub use outcome::{
-    CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord,
-};
+pub use metrics::{MetricsSnapshot, ToolCallCount, UNKNOWN_TOOL_LABEL};
+pub use outcome::{CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
 pub use runtime::{builtin_guest_path, Runtime};
 pub use sandbox::Sandbox;

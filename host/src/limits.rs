@@ -40,12 +40,17 @@ pub const DEFAULT_MAX_JSON_DEPTH: u32 = 64;
 /// Default per-call deadline of a tool.
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 5_000;
 
+/// Default bound on tool calls in flight at once across a run and its nested runs.
+pub const DEFAULT_MAX_CONCURRENT_TOOL_CALLS: u32 = 4;
+/// Default bound on nested runs (a tool starting a run, whose tool starts a run, …).
+pub const DEFAULT_MAX_NESTING_DEPTH: u32 = 2;
+
 /// The smallest memory cap that makes sense: the CPython guest needs ~16 MiB to start.
 const MIN_MEMORY_BYTES: u64 = 1 << 20;
 /// Beyond this a 32-bit wasm memory cannot grow anyway.
 const MAX_MEMORY_BYTES: u64 = 4 << 30;
-/// JSON nesting beyond this risks the host's own recursion depth.
-const MAX_JSON_DEPTH: u32 = 512;
+/// serde_json refuses to parse deeper than 128 levels anyway.
+const MAX_JSON_DEPTH: u32 = 128;
 
 /// Limits that apply to one run. Construct with `Limits::default()` and struct update
 /// syntax, or deserialize from JSON/TOML (unknown fields are rejected).
@@ -78,6 +83,11 @@ pub struct Limits {
     pub max_json_depth: u32,
     /// Deadline of one tool call (tools may override it with a shorter or longer one).
     pub tool_timeout_ms: u64,
+    /// Tool calls in flight at once across a run and the runs nested in it (a tool that
+    /// starts a nested run stays in flight while the nested run calls tools).
+    pub max_concurrent_tool_calls: u32,
+    /// How deep runs may nest; 0 forbids nested runs.
+    pub max_nesting_depth: u32,
 }
 
 impl Default for Limits {
@@ -96,6 +106,8 @@ impl Default for Limits {
             max_cumulative_result_bytes: DEFAULT_MAX_CUMULATIVE_RESULT_BYTES,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
+            max_concurrent_tool_calls: DEFAULT_MAX_CONCURRENT_TOOL_CALLS,
+            max_nesting_depth: DEFAULT_MAX_NESTING_DEPTH,
         }
     }
 }
@@ -117,7 +129,7 @@ impl Limits {
     /// A [`LimitsError`] naming the first field that is zero where zero makes no sense,
     /// out of range, or inconsistent with another field.
     pub fn validate(&self) -> Result<(), LimitsError> {
-        let nonzero: [(&'static str, u64); 11] = [
+        let nonzero: [(&'static str, u64); 12] = [
             ("timeout_ms", self.timeout_ms),
             ("fuel", self.fuel),
             ("max_stdout_bytes", self.max_stdout_bytes),
@@ -126,18 +138,13 @@ impl Limits {
             ("max_result_bytes", self.max_result_bytes),
             ("max_tool_args_bytes", self.max_tool_args_bytes),
             ("max_tool_result_bytes", self.max_tool_result_bytes),
-            (
-                "max_cumulative_result_bytes",
-                self.max_cumulative_result_bytes,
-            ),
+            ("max_cumulative_result_bytes", self.max_cumulative_result_bytes),
             ("max_json_depth", u64::from(self.max_json_depth)),
             ("tool_timeout_ms", self.tool_timeout_ms),
+            ("max_concurrent_tool_calls", u64::from(self.max_concurrent_tool_calls)),
         ];
         if let Some((field, _)) = nonzero.iter().find(|(_, v)| *v == 0) {
-            return Err(LimitsError {
-                field,
-                reason: "must be greater than zero".into(),
-            });
+            return Err(LimitsError { field, reason: "must be greater than zero".into() });
         }
         if !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&self.max_memory_bytes) {
             return Err(LimitsError {
@@ -146,10 +153,7 @@ impl Limits {
             });
         }
         if self.max_json_depth > MAX_JSON_DEPTH {
-            return Err(LimitsError {
-                field: "max_json_depth",
-                reason: format!("must be at most {MAX_JSON_DEPTH}"),
-            });
+            return Err(LimitsError { field: "max_json_depth", reason: format!("must be at most {MAX_JSON_DEPTH}") });
         }
         if self.max_cumulative_result_bytes < self.max_tool_result_bytes {
             return Err(LimitsError {
@@ -172,39 +176,21 @@ mod tests {
 
     #[test]
     fn zero_timeout_is_rejected() {
-        let err = Limits {
-            timeout_ms: 0,
-            ..Limits::default()
-        }
-        .validate()
-        .unwrap_err();
+        let err = Limits { timeout_ms: 0, ..Limits::default() }.validate().unwrap_err();
         assert_eq!(err.field, "timeout_ms");
     }
 
     #[test]
     fn cumulative_below_single_result_is_rejected() {
-        let limits = Limits {
-            max_tool_result_bytes: 10,
-            max_cumulative_result_bytes: 9,
-            ..Limits::default()
-        };
-        assert_eq!(
-            limits.validate().unwrap_err().field,
-            "max_cumulative_result_bytes"
-        );
+        let limits = Limits { max_tool_result_bytes: 10, max_cumulative_result_bytes: 9, ..Limits::default() };
+        assert_eq!(limits.validate().unwrap_err().field, "max_cumulative_result_bytes");
     }
 
     #[test]
     fn memory_out_of_range_is_rejected() {
-        let tiny = Limits {
-            max_memory_bytes: 1024,
-            ..Limits::default()
-        };
+        let tiny = Limits { max_memory_bytes: 1024, ..Limits::default() };
         assert_eq!(tiny.validate().unwrap_err().field, "max_memory_bytes");
-        let huge = Limits {
-            max_memory_bytes: 8 << 30,
-            ..Limits::default()
-        };
+        let huge = Limits { max_memory_bytes: 8 << 30, ..Limits::default() };
         assert_eq!(huge.validate().unwrap_err().field, "max_memory_bytes");
     }
 

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::audit::CallRef;
+
 /// How a run ended. Exactly one status per run; limit statuses are *latched* on the host,
 /// so a guest that catches its own `MemoryError` still ends `memory_exhausted`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -76,11 +78,7 @@ pub struct ErrorDetail {
 
 impl ErrorDetail {
     pub(crate) fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
-        ErrorDetail {
-            kind: kind.into(),
-            message: message.into(),
-            traceback: String::new(),
-        }
+        ErrorDetail { kind: kind.into(), message: message.into(), traceback: String::new() }
     }
 }
 
@@ -126,17 +124,22 @@ impl CallStatus {
     }
 }
 
-/// One entry of a run's tool-call trail.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One entry of a run's tool-call trail; also the `tool_call_finished` audit event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRecord {
+    /// The calling run.
+    pub run_id: String,
     /// 1-based sequence number of the call within its run.
     pub call_id: u32,
+    /// Parent runs and calls of the calling run, outermost first (empty at top level).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestry: Vec<CallRef>,
     /// The tool name the guest asked for (possibly unknown).
     pub tool: String,
     /// How the call ended.
     pub status: CallStatus,
     /// Host time spent on the call, validation included.
-    pub duration_us: u64,
+    pub duration_ms: f64,
     /// Size of the argument JSON as the guest sent it.
     pub args_bytes: u64,
     /// Size of the result JSON handed back (0 unless `ok`).
@@ -144,6 +147,12 @@ pub struct ToolCallRecord {
     /// Why the call did not succeed (the same text the guest saw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The redacted arguments, when payload recording is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+    /// The redacted result (after projection), when payload recording is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 /// What a run cost.
@@ -162,6 +171,8 @@ pub struct Stats {
 /// The result of one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// This run's id (also in its audit events).
+    pub run_id: String,
     /// How the run ended.
     pub status: Status,
     /// The run's JSON value (`output(...)`, the final expression, or `null`); `ok` only.
@@ -184,6 +195,7 @@ impl Outcome {
     /// An outcome that ended before the guest ran (invalid request, rejection, …).
     pub(crate) fn early(status: Status, error: ErrorDetail) -> Self {
         Outcome {
+            run_id: String::new(),
             status,
             value: None,
             error: Some(error),
@@ -206,19 +218,11 @@ mod tests {
 
     #[test]
     fn statuses_serialize_as_their_words() {
-        for status in [
-            Status::Ok,
-            Status::FuelExhausted,
-            Status::ToolLimit,
-            Status::Internal,
-        ] {
+        for status in [Status::Ok, Status::FuelExhausted, Status::ToolLimit, Status::Internal] {
             let json = serde_json::to_string(&status).unwrap();
             assert_eq!(json, format!("\"{}\"", status.as_str()));
         }
         let call = serde_json::to_string(&CallStatus::BudgetExhausted).unwrap();
-        assert_eq!(
-            call,
-            format!("\"{}\"", CallStatus::BudgetExhausted.as_str())
-        );
+        assert_eq!(call, format!("\"{}\"", CallStatus::BudgetExhausted.as_str()));
     }
 }

@@ -46,19 +46,13 @@ pub(crate) struct OutputCapture {
 
 impl OutputCapture {
     pub(crate) fn new(stream: &'static str, cap: usize) -> Self {
-        OutputCapture {
-            stream,
-            cap,
-            buffer: Arc::default(),
-        }
+        OutputCapture { stream, cap, buffer: Arc::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, Buffer> {
         // A poisoned lock only means a panic elsewhere mid-append; the bytes are still
         // a valid prefix, so keep using them rather than propagating the panic.
-        self.buffer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.buffer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Appends `bytes`, keeping at most `cap` in total. Returns false on overflow.
@@ -75,10 +69,7 @@ impl OutputCapture {
     }
 
     fn overflow_error(&self) -> OutputLimitExceeded {
-        OutputLimitExceeded {
-            stream: self.stream,
-            cap: self.cap,
-        }
+        OutputLimitExceeded { stream: self.stream, cap: self.cap }
     }
 
     /// True once the guest has written past the cap.
@@ -89,10 +80,7 @@ impl OutputCapture {
     /// The captured text so far (invalid UTF-8 replaced).
     pub(crate) fn snapshot(&self) -> CapturedOutput {
         let buffer = self.lock();
-        CapturedOutput {
-            text: String::from_utf8_lossy(&buffer.bytes).into_owned(),
-            truncated: buffer.truncated,
-        }
+        CapturedOutput { text: String::from_utf8_lossy(&buffer.bytes).into_owned(), truncated: buffer.truncated }
     }
 }
 
@@ -122,9 +110,7 @@ impl OutputStream for OutputCapture {
         if self.append(&bytes) {
             Ok(())
         } else {
-            Err(StreamError::Trap(wasmtime::Error::new(
-                self.overflow_error(),
-            )))
+            Err(StreamError::Trap(wasmtime::Error::new(self.overflow_error())))
         }
     }
     fn flush(&mut self) -> Result<(), StreamError> {
@@ -138,11 +124,7 @@ impl OutputStream for OutputCapture {
 }
 
 impl AsyncWrite for OutputCapture {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         if self.append(buf) {
             Poll::Ready(Ok(buf.len()))
         } else {

@@ -80,15 +80,8 @@ impl PrecompileCache {
     }
 
     /// Compiles `component` and stores the artifact at `path`, atomically.
-    pub(crate) fn store(
-        &self,
-        engine: &wasmtime::Engine,
-        component: &[u8],
-        path: &Path,
-    ) -> Result<(), StoreError> {
-        let artifact = engine
-            .precompile_component(component)
-            .map_err(StoreError::Compile)?;
+    pub(crate) fn store(&self, engine: &wasmtime::Engine, component: &[u8], path: &Path) -> Result<(), StoreError> {
+        let artifact = engine.precompile_component(component).map_err(StoreError::Compile)?;
         std::fs::create_dir_all(&self.dir)?;
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, &artifact)?;

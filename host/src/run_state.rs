@@ -42,17 +42,10 @@ impl MemoryGuard {
 }
 
 impl wasmtime::ResourceLimiter for MemoryGuard {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         // Called for every memory, including its initial allocation (current == 0), so
         // the running sum is the guest's total linear memory.
-        let total = self
-            .total_bytes
-            .saturating_add(desired.saturating_sub(current));
+        let total = self.total_bytes.saturating_add(desired.saturating_sub(current));
         if total > self.max_bytes {
             self.exceeded = true;
             return Ok(false);
@@ -62,12 +55,7 @@ impl wasmtime::ResourceLimiter for MemoryGuard {
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 }
@@ -84,18 +72,13 @@ pub(crate) struct RunState {
 
 impl WasiView for RunState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
 impl BrokerView for RunState {
     fn broker(&mut self) -> BrokerCtxView<'_> {
-        BrokerCtxView {
-            ctx: &mut self.broker,
-        }
+        BrokerCtxView { ctx: &mut self.broker }
     }
 }
 
@@ -110,15 +93,9 @@ mod tests {
         assert!(guard.memory_growing(0, 60, None).unwrap());
         assert!(guard.memory_growing(0, 30, None).unwrap());
         assert!(!guard.exceeded());
-        assert!(
-            !guard.memory_growing(60, 80, None).unwrap(),
-            "60 + 30 + 20 > 100"
-        );
+        assert!(!guard.memory_growing(60, 80, None).unwrap(), "60 + 30 + 20 > 100");
         assert!(guard.exceeded());
-        assert!(
-            guard.memory_growing(30, 40, None).unwrap(),
-            "still room for 10"
-        );
+        assert!(guard.memory_growing(30, 40, None).unwrap(), "still room for 10");
         assert!(guard.exceeded(), "the breach stays latched");
         assert_eq!(guard.peak_bytes(), 100);
     }

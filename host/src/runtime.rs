@@ -37,10 +37,7 @@ impl Runtime {
     fn builtin(engine: &Engine, language: &str) -> Result<Self, Error> {
         let path = builtin_guest_path(language);
         if !path.is_file() {
-            return Err(Error::GuestNotBuilt {
-                language: language.into(),
-                path,
-            });
+            return Err(Error::GuestNotBuilt { language: language.into(), path });
         }
         let bytes = std::fs::read(&path).map_err(|source| Error::ReadGuest { path, source })?;
         Self::from_bytes(engine, language, &bytes)
@@ -51,13 +48,8 @@ impl Runtime {
     /// # Errors
     /// [`Error::ReadGuest`] if unreadable, else as [`Runtime::from_bytes`].
     pub fn from_file(engine: &Engine, path: &Path) -> Result<Self, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest {
-            path: path.to_owned(),
-            source,
-        })?;
-        let name = path
-            .file_stem()
-            .map_or_else(|| "guest".into(), |s| s.to_string_lossy().into_owned());
+        let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest { path: path.to_owned(), source })?;
+        let name = path.file_stem().map_or_else(|| "guest".into(), |s| s.to_string_lossy().into_owned());
         Self::from_bytes(engine, &name, &bytes)
     }
 
@@ -75,13 +67,7 @@ impl Runtime {
         broker_link::add_to_linker(&mut linker).map_err(invalid)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(invalid)?;
         let pre = CodeRunnerPre::new(instance_pre).map_err(invalid)?;
-        Ok(Runtime {
-            inner: Arc::new(RuntimeInner {
-                engine: engine.clone(),
-                name: name.into(),
-                pre,
-            }),
-        })
+        Ok(Runtime { inner: Arc::new(RuntimeInner { engine: engine.clone(), name: name.into(), pre }) })
     }
 
     /// A short name for the guest (`python`, or the file stem).
@@ -100,9 +86,7 @@ impl Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime")
-            .field("name", &self.name())
-            .finish_non_exhaustive()
+        f.debug_struct("Runtime").field("name", &self.name()).finish_non_exhaustive()
     }
 }
 

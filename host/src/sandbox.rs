@@ -8,8 +8,9 @@ use serde_json::Value;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
+use crate::audit::{AuditConfig, AuditEvent, AuditSink, TracingSink};
 use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunError};
-use crate::broker::{self, BrokerCtx, Scope, Tools};
+use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, RunIdentity, Scope, Tools};
 use crate::cancel::CancelToken;
 use crate::limits::Limits;
 use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
@@ -37,23 +38,44 @@ use crate::wasi;
 /// assert_eq!(outcome.value, Some(json!(30)));
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Sandbox {
     runtime: Runtime,
     tools: Arc<Tools>,
     scope: Scope,
     limits: Limits,
+    audit_sink: Arc<dyn AuditSink>,
+    audit_config: AuditConfig,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("runtime", &self.runtime)
+            .field("scope", &self.scope)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a run starts from: the top (admission control applies) or inside a tool call.
+enum Origin<'a> {
+    TopLevel,
+    Nested(&'a CallContext, &'a Inherit),
 }
 
 impl Sandbox {
     /// A sandbox over `runtime` that knows `tools` but may call none of them (the scope
-    /// is [`Scope::None`]) and has default [`Limits`].
+    /// is [`Scope::None`]), has default [`Limits`], and audits to `tracing` without
+    /// payloads.
     pub fn new(runtime: Runtime, tools: Tools) -> Self {
         Sandbox {
             runtime,
             tools: Arc::new(tools),
             scope: Scope::None,
             limits: Limits::default(),
+            audit_sink: Arc::new(TracingSink),
+            audit_config: AuditConfig::default(),
         }
     }
 
@@ -66,6 +88,18 @@ impl Sandbox {
     /// Sets the limits of each run (checked when a run starts).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sends audit events to `sink` (default: [`TracingSink`]).
+    pub fn audit_sink(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit_sink = sink;
+        self
+    }
+
+    /// Sets what the audit records (payloads, redaction).
+    pub fn audit_config(mut self, config: AuditConfig) -> Self {
+        self.audit_config = config;
         self
     }
 
@@ -88,44 +122,105 @@ impl Sandbox {
 
     /// Like [`Sandbox::run_with_input`], stopped with status `cancelled` when `cancel`
     /// is cancelled.
-    pub async fn run_cancellable(
-        &self,
-        code: &str,
-        input: &Value,
-        cancel: &CancelToken,
-    ) -> Outcome {
+    pub async fn run_cancellable(&self, code: &str, input: &Value, cancel: &CancelToken) -> Outcome {
+        self.start(Origin::TopLevel, code, input, cancel).await
+    }
+
+    /// Starts a run from inside a tool handler (a "sub-agent" tool), as a child of the
+    /// call `parent`. Its scope is what `inherit` takes of the parent run's scope,
+    /// intersected with this sandbox's own; listing a tool the parent may not call, or
+    /// nesting deeper than `max_nesting_depth`, ends it as `invalid_request`. It shares
+    /// the parent's admission slot and in-flight tool-call bound, and its audit events
+    /// carry the parent's run and call ids.
+    pub async fn run_nested(&self, parent: &CallContext, code: &str, input: &Value, inherit: &Inherit) -> Outcome {
+        self.start(Origin::Nested(parent, inherit), code, input, &CancelToken::new()).await
+    }
+
+    async fn start(&self, origin: Origin<'_>, code: &str, input: &Value, cancel: &CancelToken) -> Outcome {
         let started = Instant::now();
-        let mut outcome = match self.prepare(code, input) {
-            Ok(input_json) => self.execute(code, &input_json, cancel.clone()).await,
-            Err(error) => Outcome::early(Status::InvalidRequest, error),
+        let engine = self.runtime.engine();
+        let observers =
+            Observers::new(Arc::clone(&self.audit_sink), &self.audit_config, Arc::clone(engine.metrics_handle()));
+        let (identity, tree, scope) = match &origin {
+            Origin::TopLevel => (RunIdentity::top_level(), Arc::default(), Ok(self.scope.clone())),
+            Origin::Nested(parent, inherit) => {
+                (RunIdentity::nested_in(parent), Arc::clone(&parent.tree), self.nested_scope(parent, inherit))
+            }
         };
+        observers.sink.record(&AuditEvent::RunStarted {
+            run_id: identity.run_id.clone(),
+            ancestry: identity.ancestry.clone(),
+            runtime: self.runtime.name().to_owned(),
+            code_bytes: code.len() as u64,
+        });
+
+        let mut outcome = match (scope, self.prepare(code, input)) {
+            (Err(error), _) | (_, Err(error)) => Outcome::early(Status::InvalidRequest, error),
+            (Ok(scope), Ok(input_json)) => {
+                let admitted = match origin {
+                    Origin::TopLevel => engine.admission().admit(engine.metrics_handle()).await.map(Some),
+                    // A nested run lives inside its parent's slot; queueing it could deadlock.
+                    Origin::Nested(..) => Ok(None),
+                };
+                match admitted {
+                    Err(refusal) => {
+                        Outcome::early(Status::Rejected, ErrorDetail::new("admission", refusal.to_string()))
+                    }
+                    Ok(_slot) => {
+                        let broker = BrokerCtx::for_run(
+                            Arc::clone(&self.tools),
+                            scope,
+                            self.limits.clone(),
+                            identity.clone(),
+                            tree,
+                            observers.clone(),
+                        );
+                        self.execute(code, &input_json, broker, cancel.clone()).await
+                    }
+                }
+            }
+        };
+        outcome.run_id = identity.run_id.clone();
         outcome.stats.wall_time_us = started.elapsed().as_micros() as u64;
+        observers.metrics.run_finished(outcome.status);
+        observers.sink.record(&AuditEvent::RunFinished {
+            run_id: identity.run_id,
+            ancestry: identity.ancestry,
+            status: outcome.status,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            tool_calls: outcome.tool_calls.len() as u32,
+        });
         outcome
+    }
+
+    fn nested_scope(&self, parent: &CallContext, inherit: &Inherit) -> Result<Scope, ErrorDetail> {
+        let depth = parent.depth() + 1;
+        if depth > self.limits.max_nesting_depth {
+            let message =
+                format!("a run nested {depth} deep exceeds max_nesting_depth of {}", self.limits.max_nesting_depth);
+            return Err(ErrorDetail::new("max_nesting_depth", message));
+        }
+        let inherited = inherit.derive(parent.scope()).map_err(|wider| {
+            ErrorDetail::new(
+                "scope",
+                format!("a nested run cannot widen its parent's scope: the parent may not call `{wider}`"),
+            )
+        })?;
+        Ok(inherited.intersect(&self.scope))
     }
 
     fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {
         let limits = &self.limits;
-        limits
-            .validate()
-            .map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
+        limits.validate().map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
         if code.len() as u64 > limits.max_code_bytes {
-            let message = format!(
-                "code is {} bytes, over the cap of {} bytes",
-                code.len(),
-                limits.max_code_bytes
-            );
+            let message = format!("code is {} bytes, over the cap of {} bytes", code.len(), limits.max_code_bytes);
             return Err(ErrorDetail::new("max_code_bytes", message));
         }
-        broker::serialize_capped(
-            input,
-            limits.max_result_bytes,
-            limits.max_json_depth,
-            "input",
-        )
-        .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
+        broker::serialize_capped(input, limits.max_result_bytes, limits.max_json_depth, "input")
+            .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
     }
 
-    async fn execute(&self, code: &str, input_json: &str, cancel: CancelToken) -> Outcome {
+    async fn execute(&self, code: &str, input_json: &str, broker: BrokerCtx, cancel: CancelToken) -> Outcome {
         let limits = &self.limits;
         let engine = self.runtime.engine();
         let stdout = OutputCapture::new("stdout", limits.max_stdout_bytes as usize);
@@ -134,7 +229,7 @@ impl Sandbox {
         let state = RunState {
             wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
             table: ResourceTable::new(),
-            broker: BrokerCtx::new(Arc::clone(&self.tools), self.scope.clone(), limits.clone()),
+            broker,
             memory: MemoryGuard::new(limits.max_memory_bytes),
             deadline: Instant::now() + timeout,
             cancel: cancel.clone(),
@@ -166,10 +261,7 @@ impl Sandbox {
             let instantiate_started = Instant::now();
             let runner = self.runtime.pre().instantiate_async(&mut store).await?;
             instantiate_time = instantiate_started.elapsed();
-            runner
-                .wasmbox_sandbox_runner()
-                .call_run(&mut store, code, input_json)
-                .await
+            runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await
         };
         // A guest computing is stopped by the epoch callback; one waiting on a tool or a
         // sleep is stopped here, by dropping the call.
@@ -212,11 +304,7 @@ fn internal(message: String) -> Outcome {
 }
 
 fn guest_error(error: RunError) -> ErrorDetail {
-    let from = |e: GuestException| ErrorDetail {
-        kind: e.kind,
-        message: e.message,
-        traceback: e.traceback,
-    };
+    let from = |e: GuestException| ErrorDetail { kind: e.kind, message: e.message, traceback: e.traceback };
     match error {
         RunError::Syntax(e) | RunError::Exception(e) => from(e),
         RunError::Contract(message) => ErrorDetail::new("ContractError", message),

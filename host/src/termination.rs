@@ -56,16 +56,10 @@ impl Termination {
         let mut value = None;
         let (status, error) = match self {
             Termination::Timeout => (Status::Timeout, timeout_detail(limits)),
-            Termination::Cancelled => (
-                Status::Cancelled,
-                ErrorDetail::new("cancelled", "the run was cancelled"),
-            ),
+            Termination::Cancelled => (Status::Cancelled, ErrorDetail::new("cancelled", "the run was cancelled")),
             Termination::FuelExhausted => (
                 Status::FuelExhausted,
-                ErrorDetail::new(
-                    "fuel",
-                    format!("the run used its fuel budget of {}", limits.fuel),
-                ),
+                ErrorDetail::new("fuel", format!("the run used its fuel budget of {}", limits.fuel)),
             ),
             _ if memory_exceeded => (Status::MemoryExhausted, memory_detail(limits)),
             Termination::OutputLimit => (Status::OutputLimit, output_detail(limits)),
@@ -80,30 +74,20 @@ impl Termination {
                 }
                 Err((status, detail)) => (status, detail),
             },
-            _ if tool_breach.is_some() => (
-                Status::ToolLimit,
-                tool_breach.unwrap_or_else(|| unreachable!()),
-            ),
+            _ if tool_breach.is_some() => (Status::ToolLimit, tool_breach.unwrap_or_else(|| unreachable!())),
             Termination::GuestError(detail) => (Status::Error, detail),
-            Termination::Trapped(trap) => (
-                Status::Error,
-                ErrorDetail::new("Trap", format!("the guest trapped: {trap}")),
-            ),
-            Termination::Internal(message) => {
-                (Status::Internal, ErrorDetail::new("internal", message))
+            Termination::Trapped(trap) => {
+                (Status::Error, ErrorDetail::new("Trap", format!("the guest trapped: {trap}")))
             }
+            Termination::Internal(message) => (Status::Internal, ErrorDetail::new("internal", message)),
         };
-        Outcome {
-            status,
-            value,
-            error: Some(error),
-            ..ok(None)
-        }
+        Outcome { status, value, error: Some(error), ..ok(None) }
     }
 }
 
 fn ok(value: Option<serde_json::Value>) -> Outcome {
     Outcome {
+        run_id: String::new(),
         status: Status::Ok,
         value,
         error: None,
@@ -116,39 +100,22 @@ fn ok(value: Option<serde_json::Value>) -> Outcome {
 
 /// The guest's final value obeys the same strict-JSON caps as everything else.
 fn parse_result(json: &str, limits: &Limits) -> Result<serde_json::Value, (Status, ErrorDetail)> {
-    broker::parse_capped(
-        json,
-        limits.max_result_bytes,
-        limits.max_json_depth,
-        "the run's value",
-    )
-    .map_err(|err| match err {
-        broker::JsonError::TooLarge { .. } => (
-            Status::OutputLimit,
-            ErrorDetail::new("max_result_bytes", err.to_string()),
-        ),
-        _ => (
-            Status::Error,
-            ErrorDetail::new("ContractError", err.to_string()),
-        ),
+    broker::parse_capped(json, limits.max_result_bytes, limits.max_json_depth, "the run's value").map_err(|err| {
+        match err {
+            broker::JsonError::TooLarge { .. } => {
+                (Status::OutputLimit, ErrorDetail::new("max_result_bytes", err.to_string()))
+            }
+            _ => (Status::Error, ErrorDetail::new("ContractError", err.to_string())),
+        }
     })
 }
 
 fn timeout_detail(limits: &Limits) -> ErrorDetail {
-    ErrorDetail::new(
-        "timeout",
-        format!("the run exceeded its deadline of {} ms", limits.timeout_ms),
-    )
+    ErrorDetail::new("timeout", format!("the run exceeded its deadline of {} ms", limits.timeout_ms))
 }
 
 fn memory_detail(limits: &Limits) -> ErrorDetail {
-    ErrorDetail::new(
-        "memory",
-        format!(
-            "the guest tried to grow its memory past {} bytes",
-            limits.max_memory_bytes
-        ),
-    )
+    ErrorDetail::new("memory", format!("the guest tried to grow its memory past {} bytes", limits.max_memory_bytes))
 }
 
 fn output_detail(limits: &Limits) -> ErrorDetail {
@@ -173,30 +140,15 @@ mod tests {
     #[test]
     fn traps_are_classified_by_type() {
         let interrupt = wasmtime::Error::new(Trap::Interrupt);
-        assert!(matches!(
-            classify_trap(&interrupt, false),
-            Termination::Timeout
-        ));
-        assert!(matches!(
-            classify_trap(&interrupt, true),
-            Termination::Cancelled
-        ));
+        assert!(matches!(classify_trap(&interrupt, false), Termination::Timeout));
+        assert!(matches!(classify_trap(&interrupt, true), Termination::Cancelled));
         let fuel = wasmtime::Error::new(Trap::OutOfFuel);
-        assert!(matches!(
-            classify_trap(&fuel, false),
-            Termination::FuelExhausted
-        ));
+        assert!(matches!(classify_trap(&fuel, false), Termination::FuelExhausted));
         let other = wasmtime::Error::new(Trap::UnreachableCodeReached);
-        assert!(matches!(
-            classify_trap(&other, false),
-            Termination::Trapped(_)
-        ));
+        assert!(matches!(classify_trap(&other, false), Termination::Trapped(_)));
         // A message that merely *says* timeout is not a timeout.
         let liar = wasmtime::format_err!("timeout");
-        assert!(matches!(
-            classify_trap(&liar, false),
-            Termination::Internal(_)
-        ));
+        assert!(matches!(classify_trap(&liar, false), Termination::Internal(_)));
     }
 
     #[test]
@@ -210,40 +162,19 @@ mod tests {
     #[test]
     fn a_tool_breach_keeps_the_value_but_reports_the_budget() {
         let breach = ErrorDetail::new("max_tool_calls", "ceiling");
-        let o = outcome(
-            Termination::Returned("[1]".into()),
-            false,
-            false,
-            Some(breach),
-        );
+        let o = outcome(Termination::Returned("[1]".into()), false, false, Some(breach));
         assert_eq!((o.status, o.value), (Status::ToolLimit, Some(json!([1]))));
         assert_eq!(o.error.unwrap().kind, "max_tool_calls");
     }
 
     #[test]
     fn the_final_value_is_strict_and_capped() {
-        let o = outcome(
-            Termination::Returned(r#"{"a": NaN}"#.into()),
-            false,
-            false,
-            None,
-        );
-        assert_eq!(
-            (o.status, o.error.unwrap().kind.as_str()),
-            (Status::Error, "ContractError")
-        );
+        let o = outcome(Termination::Returned(r#"{"a": NaN}"#.into()), false, false, None);
+        assert_eq!((o.status, o.error.unwrap().kind.as_str()), (Status::Error, "ContractError"));
         let big = format!("\"{}\"", "x".repeat(2 << 20));
         let o = outcome(Termination::Returned(big), false, false, None);
         assert_eq!(o.status, Status::OutputLimit);
-        let o = outcome(
-            Termination::Returned("{\"a\": [1, 2.5, null]}".into()),
-            false,
-            false,
-            None,
-        );
-        assert_eq!(
-            (o.status, o.value),
-            (Status::Ok, Some(json!({"a": [1, 2.5, null]})))
-        );
+        let o = outcome(Termination::Returned("{\"a\": [1, 2.5, null]}".into()), false, false, None);
+        assert_eq!((o.status, o.value), (Status::Ok, Some(json!({"a": [1, 2.5, null]}))));
     }
 }

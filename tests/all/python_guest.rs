@@ -31,19 +31,12 @@ async fn no_final_expression_means_null() {
 
 #[tokio::test]
 async fn output_sets_the_value_once() {
-    assert_eq!(
-        value(&run("output({'a': 1})\n2 + 2").await),
-        json!({"a": 1})
-    );
+    assert_eq!(value(&run("output({'a': 1})\n2 + 2").await), json!({"a": 1}));
     let twice = run("output(1)\noutput(2)").await;
     assert_eq!(twice.status, Status::Error);
     let error = twice.error.unwrap();
     assert_eq!(error.kind, "ContractError");
-    assert!(
-        error.message.contains("more than once"),
-        "{}",
-        error.message
-    );
+    assert!(error.message.contains("more than once"), "{}", error.message);
 }
 
 #[tokio::test]
@@ -57,9 +50,7 @@ async fn print_is_captured() {
 
 #[tokio::test]
 async fn input_is_visible_as_input() {
-    let outcome = sandbox()
-        .run_with_input("INPUT['n'] * 2", &json!({"n": 21}))
-        .await;
+    let outcome = sandbox().run_with_input("INPUT['n'] * 2", &json!({"n": 21})).await;
     assert_eq!(value(&outcome), json!(42));
 }
 
@@ -80,16 +71,8 @@ async fn an_uncaught_exception_comes_back_with_kind_message_and_traceback() {
     assert_eq!(error.kind, "ZeroDivisionError");
     assert_eq!(error.message, "division by zero");
     assert!(error.traceback.contains("<code>"), "{}", error.traceback);
-    assert!(
-        error.traceback.contains("line 2, in f"),
-        "{}",
-        error.traceback
-    );
-    assert!(
-        error.traceback.contains("return 1 / x"),
-        "source lines are shown: {}",
-        error.traceback
-    );
+    assert!(error.traceback.contains("line 2, in f"), "{}", error.traceback);
+    assert!(error.traceback.contains("return 1 / x"), "source lines are shown: {}", error.traceback);
 }
 
 #[tokio::test]
@@ -100,12 +83,7 @@ async fn a_non_json_result_names_the_path() {
     assert_eq!(error.kind, "ContractError");
     assert!(error.message.contains("$.items[3]"), "{}", error.message);
     assert!(error.message.contains("set"), "{}", error.message);
-    for code in [
-        "float('nan')",
-        "b'bytes'",
-        "x = []\nx.append(x)\nx",
-        "object()",
-    ] {
+    for code in ["float('nan')", "b'bytes'", "x = []\nx.append(x)\nx", "object()"] {
         let outcome = run(code).await;
         assert_eq!(outcome.status, Status::Error, "{code}");
         assert_eq!(outcome.error.unwrap().kind, "ContractError", "{code}");

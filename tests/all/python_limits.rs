@@ -7,122 +7,61 @@ use crate::support::{run, run_limited, value};
 
 #[tokio::test]
 async fn an_infinite_loop_times_out() {
-    let outcome = run_limited(
-        "while True:\n    pass",
-        Limits {
-            timeout_ms: 300,
-            ..Limits::default()
-        },
-    )
-    .await;
+    let outcome = run_limited("while True:\n    pass", Limits { timeout_ms: 300, ..Limits::default() }).await;
     assert_eq!(outcome.status, Status::Timeout, "{:?}", outcome.error);
-    assert_eq!(
-        value(&run("'next run is fine'").await),
-        json!("next run is fine")
-    );
+    assert_eq!(value(&run("'next run is fine'").await), json!("next run is fine"));
 }
 
 #[tokio::test]
 async fn a_small_fuel_budget_is_exhausted() {
-    let limits = Limits {
-        fuel: 50_000_000,
-        ..Limits::default()
-    };
+    let limits = Limits { fuel: 50_000_000, ..Limits::default() };
     let outcome = run_limited("while True:\n    pass", limits).await;
     assert_eq!(outcome.status, Status::FuelExhausted);
-    assert!(
-        outcome.stats.fuel_used >= 50_000_000 - 10_000,
-        "{}",
-        outcome.stats.fuel_used
-    );
+    assert!(outcome.stats.fuel_used >= 50_000_000 - 10_000, "{}", outcome.stats.fuel_used);
 }
 
 #[tokio::test]
 async fn sleeping_in_the_guest_is_bounded_by_the_deadline() {
-    let outcome = run_limited(
-        "import time\ntime.sleep(60)",
-        Limits {
-            timeout_ms: 300,
-            ..Limits::default()
-        },
-    )
-    .await;
+    let outcome = run_limited("import time\ntime.sleep(60)", Limits { timeout_ms: 300, ..Limits::default() }).await;
     assert_eq!(outcome.status, Status::Timeout);
 }
 
 #[tokio::test]
 async fn waiting_on_a_tool_counts_toward_the_deadline() {
-    let limits = Limits {
-        timeout_ms: 300,
-        tool_timeout_ms: 60_000,
-        ..Limits::default()
-    };
+    let limits = Limits { timeout_ms: 300, tool_timeout_ms: 60_000, ..Limits::default() };
     let outcome = run_limited("tools.slow(ms=60000)", limits).await;
     assert_eq!(outcome.status, Status::Timeout);
-    assert_eq!(
-        outcome.tool_calls.len(),
-        0,
-        "the call was cut short, not completed"
-    );
+    assert_eq!(outcome.tool_calls.len(), 0, "the call was cut short, not completed");
 }
 
 #[tokio::test]
 async fn a_hanging_tool_is_a_catchable_timeout() {
-    let limits = Limits {
-        tool_timeout_ms: 100,
-        ..Limits::default()
-    };
+    let limits = Limits { tool_timeout_ms: 100, ..Limits::default() };
     let code = "try:\n    tools.slow(ms=60000)\nexcept ToolTimeout as e:\n    r = e.kind\nr";
     let outcome = run_limited(code, limits).await;
-    assert_eq!(
-        outcome.status,
-        Status::ToolLimit,
-        "a budget was hit, though caught"
-    );
+    assert_eq!(outcome.status, Status::ToolLimit, "a budget was hit, though caught");
     assert_eq!(outcome.value, Some(json!("timeout")));
 }
 
 #[tokio::test]
 async fn a_huge_string_is_memory_exhausted_and_the_host_survives() {
-    let limits = Limits {
-        max_memory_bytes: 64 << 20,
-        ..Limits::default()
-    };
+    let limits = Limits { max_memory_bytes: 64 << 20, ..Limits::default() };
     let outcome = run_limited("x = 'a' * (1 << 30)", limits.clone()).await;
-    assert_eq!(
-        outcome.status,
-        Status::MemoryExhausted,
-        "{:?}",
-        outcome.error
-    );
+    assert_eq!(outcome.status, Status::MemoryExhausted, "{:?}", outcome.error);
     assert!(outcome.stats.peak_memory_bytes <= 64 << 20);
-    assert_eq!(
-        value(&run("'next run is fine'").await),
-        json!("next run is fine")
-    );
+    assert_eq!(value(&run("'next run is fine'").await), json!("next run is fine"));
 }
 
 #[tokio::test]
 async fn a_growing_list_is_memory_exhausted() {
-    let limits = Limits {
-        max_memory_bytes: 64 << 20,
-        ..Limits::default()
-    };
+    let limits = Limits { max_memory_bytes: 64 << 20, ..Limits::default() };
     let outcome = run_limited("x = []\nwhile True:\n    x.append('y' * 1000)", limits).await;
-    assert_eq!(
-        outcome.status,
-        Status::MemoryExhausted,
-        "{:?}",
-        outcome.error
-    );
+    assert_eq!(outcome.status, Status::MemoryExhausted, "{:?}", outcome.error);
 }
 
 #[tokio::test]
 async fn a_caught_memory_error_is_still_memory_exhausted() {
-    let limits = Limits {
-        max_memory_bytes: 64 << 20,
-        ..Limits::default()
-    };
+    let limits = Limits { max_memory_bytes: 64 << 20, ..Limits::default() };
     let code = "try:\n    x = 'a' * (1 << 30)\nexcept MemoryError:\n    x = 'swallowed'\nx";
     let outcome = run_limited(code, limits).await;
     assert_eq!(outcome.status, Status::MemoryExhausted);
@@ -130,10 +69,7 @@ async fn a_caught_memory_error_is_still_memory_exhausted() {
 
 #[tokio::test]
 async fn a_print_flood_stops_at_the_output_cap() {
-    let limits = Limits {
-        max_stdout_bytes: 10_000,
-        ..Limits::default()
-    };
+    let limits = Limits { max_stdout_bytes: 10_000, ..Limits::default() };
     let outcome = run_limited("while True:\n    print('flood' * 100)", limits).await;
     assert_eq!(outcome.status, Status::OutputLimit, "{:?}", outcome.error);
     assert!(outcome.stdout.truncated);
@@ -142,10 +78,7 @@ async fn a_print_flood_stops_at_the_output_cap() {
 
 #[tokio::test]
 async fn an_oversized_value_is_an_output_limit() {
-    let limits = Limits {
-        max_result_bytes: 1000,
-        ..Limits::default()
-    };
+    let limits = Limits { max_result_bytes: 1000, ..Limits::default() };
     let outcome = run_limited("'x' * 5000", limits).await;
     assert_eq!(outcome.status, Status::OutputLimit);
     assert_eq!(outcome.error.unwrap().kind, "max_result_bytes");
@@ -153,23 +86,9 @@ async fn an_oversized_value_is_an_output_limit() {
 
 #[tokio::test]
 async fn oversized_code_and_invalid_limits_are_invalid_requests() {
-    let outcome = run_limited(
-        "1",
-        Limits {
-            timeout_ms: 0,
-            ..Limits::default()
-        },
-    )
-    .await;
+    let outcome = run_limited("1", Limits { timeout_ms: 0, ..Limits::default() }).await;
     assert_eq!(outcome.status, Status::InvalidRequest);
-    let outcome = run_limited(
-        &"#".repeat(2000),
-        Limits {
-            max_code_bytes: 1000,
-            ..Limits::default()
-        },
-    )
-    .await;
+    let outcome = run_limited(&"#".repeat(2000), Limits { max_code_bytes: 1000, ..Limits::default() }).await;
     assert_eq!(outcome.status, Status::InvalidRequest);
     assert_eq!(outcome.error.unwrap().kind, "max_code_bytes");
 }
@@ -189,14 +108,9 @@ async fn cancel_stops_a_computing_guest() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         canceller.cancel();
     });
-    let outcome = crate::support::sandbox()
-        .run_cancellable("while True:\n    pass", &json!(null), &token)
-        .await;
+    let outcome = crate::support::sandbox().run_cancellable("while True:\n    pass", &json!(null), &token).await;
     assert_eq!(outcome.status, Status::Cancelled);
-    assert!(
-        outcome.stats.wall_time_us < 5_000_000,
-        "stopped long before the 10 s deadline"
-    );
+    assert!(outcome.stats.wall_time_us < 5_000_000, "stopped long before the 10 s deadline");
 }
 
 #[tokio::test]
@@ -207,8 +121,6 @@ async fn cancel_stops_a_guest_waiting_on_a_tool() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         canceller.cancel();
     });
-    let outcome = crate::support::sandbox()
-        .run_cancellable("tools.slow(ms=60000)", &json!(null), &token)
-        .await;
+    let outcome = crate::support::sandbox().run_cancellable("tools.slow(ms=60000)", &json!(null), &token).await;
     assert_eq!(outcome.status, Status::Cancelled);
 }

@@ -9,19 +9,8 @@ use crate::support::{run, run_limited, sandbox, value};
 async fn sync_and_awaited_tool_calls_return_real_results() {
     let outcome = run("a = tools.add(a=1, b=2)\nb = await tools.add(a=a, b=10)\nc = tools.weather({'city': 'Paris'})\n[a, b, c['temp_c']]").await;
     assert_eq!(value(&outcome), json!([3, 13, 18.5]));
-    let trail: Vec<_> = outcome
-        .tool_calls
-        .iter()
-        .map(|c| (c.call_id, c.tool.as_str(), c.status))
-        .collect();
-    assert_eq!(
-        trail,
-        [
-            (1, "add", CallStatus::Ok),
-            (2, "add", CallStatus::Ok),
-            (3, "weather", CallStatus::Ok)
-        ]
-    );
+    let trail: Vec<_> = outcome.tool_calls.iter().map(|c| (c.call_id, c.tool.as_str(), c.status)).collect();
+    assert_eq!(trail, [(1, "add", CallStatus::Ok), (2, "add", CallStatus::Ok), (3, "weather", CallStatus::Ok)]);
 }
 
 #[tokio::test]
@@ -36,10 +25,7 @@ async def main():
 
 output(await main())
 "#;
-    assert_eq!(
-        value(&run(code).await),
-        json!({"Paris": "cloudy", "Oslo": "snow"})
-    );
+    assert_eq!(value(&run(code).await), json!({"Paris": "cloudy", "Oslo": "snow"}));
     let code = "import asyncio\nasync def main():\n    return await tools.add(a=2, b=3)\nasyncio.run(main())";
     assert_eq!(value(&run(code).await), json!(5));
 }
@@ -58,10 +44,7 @@ result
     let result = value(&outcome);
     assert_eq!(result["kind"], json!("denied"));
     assert_eq!(result["is_tool_error"], json!(true));
-    assert!(
-        result["msg"].as_str().unwrap().contains("not available"),
-        "{result}"
-    );
+    assert!(result["msg"].as_str().unwrap().contains("not available"), "{result}");
     assert_eq!(outcome.tool_calls[0].status, CallStatus::Denied);
 }
 
@@ -76,20 +59,14 @@ async fn an_uncaught_tool_failure_is_a_guest_error() {
 
 #[tokio::test]
 async fn nothing_is_in_scope_by_default() {
-    let outcome = sandbox()
-        .scope(Scope::None)
-        .run("[list_tools(), tools.add(a=1, b=2)]")
-        .await;
+    let outcome = sandbox().scope(Scope::None).run("[list_tools(), tools.add(a=1, b=2)]").await;
     assert_eq!(outcome.status, Status::Error);
     assert_eq!(outcome.error.unwrap().kind, "ToolDenied");
 }
 
 #[tokio::test]
 async fn list_tools_shows_only_the_scope() {
-    let outcome = sandbox()
-        .scope(Scope::only(["add"]))
-        .run("list_tools()")
-        .await;
+    let outcome = sandbox().scope(Scope::only(["add"])).run("list_tools()").await;
     assert_eq!(
         value(&outcome),
         json!([{"name": "add", "description": "Adds a and b", "args_schema": {"type": "object"}}])
@@ -99,14 +76,7 @@ async fn list_tools_shows_only_the_scope() {
 #[tokio::test]
 async fn the_call_ceiling_is_catchable_but_latched() {
     let code = "n = 0\nfor i in range(20):\n    try:\n        tools.add(a=i, b=1)\n        n += 1\n    except ToolBudgetExhausted:\n        pass\nn";
-    let outcome = run_limited(
-        code,
-        Limits {
-            max_tool_calls: 10,
-            ..Limits::default()
-        },
-    )
-    .await;
+    let outcome = run_limited(code, Limits { max_tool_calls: 10, ..Limits::default() }).await;
     assert_eq!(outcome.status, Status::ToolLimit);
     assert_eq!(outcome.value, Some(json!(10)), "the guest's value is kept");
     assert_eq!(outcome.error.unwrap().kind, "max_tool_calls");

@@ -4,9 +4,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use wasmbox::{
-    Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Scope, Tool, ToolFailure, Tools,
-};
+use wasmbox::{Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Scope, Tool, ToolFailure, Tools};
 
 /// The Python runtime, compiled (or loaded from the precompile cache) once.
 pub fn python() -> Runtime {
@@ -14,9 +12,8 @@ pub fn python() -> Runtime {
     RUNTIME
         .get_or_init(|| {
             let engine = Engine::new(EngineConfig::default()).expect("engine");
-            Runtime::python(&engine).unwrap_or_else(|err| {
-                panic!("{err} (the tests need the Python guest: run `cargo xtask guests`)")
-            })
+            Runtime::python(&engine)
+                .unwrap_or_else(|err| panic!("{err} (the tests need the Python guest: run `cargo xtask guests`)"))
         })
         .clone()
 }
@@ -26,57 +23,30 @@ pub fn tools() -> Tools {
     let object = json!({"type": "object"});
     let mut tools = Tools::new();
     tools
-        .register(Tool::new(
-            "add",
-            "Adds a and b",
-            object.clone(),
-            |args| async move {
-                match (args["a"].as_f64(), args["b"].as_f64()) {
-                    (Some(a), Some(b)) if args["a"].is_i64() && args["b"].is_i64() => {
-                        Ok(json!(a as i64 + b as i64))
-                    }
-                    (Some(a), Some(b)) => Ok(json!(a + b)),
-                    _ => Err(ToolFailure::new("a and b must be numbers")),
-                }
-            },
-        ))
+        .register(Tool::new("add", "Adds a and b", object.clone(), |args| async move {
+            match (args["a"].as_f64(), args["b"].as_f64()) {
+                (Some(a), Some(b)) if args["a"].is_i64() && args["b"].is_i64() => Ok(json!(a as i64 + b as i64)),
+                (Some(a), Some(b)) => Ok(json!(a + b)),
+                _ => Err(ToolFailure::new("a and b must be numbers")),
+            }
+        }))
         .unwrap()
-        .register(Tool::new(
-            "echo",
-            "Returns its arguments",
-            object.clone(),
-            |args| async move { Ok(args) },
-        ))
+        .register(Tool::new("echo", "Returns its arguments", object.clone(), |args| async move { Ok(args) }))
         .unwrap()
-        .register(Tool::new(
-            "weather",
-            "Weather for a city",
-            object.clone(),
-            |args| async move {
-                match args["city"].as_str() {
-                    Some("Paris") => Ok(json!({"city": "Paris", "temp_c": 18.5, "sky": "cloudy"})),
-                    Some("Oslo") => Ok(json!({"city": "Oslo", "temp_c": -3, "sky": "snow"})),
-                    _ => Err(ToolFailure::new("unknown city")),
-                }
-            },
-        ))
+        .register(Tool::new("weather", "Weather for a city", object.clone(), |args| async move {
+            match args["city"].as_str() {
+                Some("Paris") => Ok(json!({"city": "Paris", "temp_c": 18.5, "sky": "cloudy"})),
+                Some("Oslo") => Ok(json!({"city": "Oslo", "temp_c": -3, "sky": "snow"})),
+                _ => Err(ToolFailure::new("unknown city")),
+            }
+        }))
         .unwrap()
-        .register(Tool::new(
-            "secret",
-            "Never in scope",
-            object.clone(),
-            |_| async { Ok(json!("leaked")) },
-        ))
+        .register(Tool::new("secret", "Never in scope", object.clone(), |_| async { Ok(json!("leaked")) }))
         .unwrap()
-        .register(Tool::new(
-            "slow",
-            "Sleeps for ms",
-            object,
-            |args| async move {
-                tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
-                Ok(json!("done"))
-            },
-        ))
+        .register(Tool::new("slow", "Sleeps for ms", object, |args| async move {
+            tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+            Ok(json!("done"))
+        }))
         .unwrap();
     tools
 }
@@ -98,10 +68,6 @@ pub async fn run_limited(code: &str, limits: Limits) -> Outcome {
 
 /// Asserts `ok` and returns the value, printing the whole outcome otherwise.
 pub fn value(outcome: &Outcome) -> Value {
-    assert!(
-        outcome.is_ok(),
-        "expected ok, got {}",
-        serde_json::to_string_pretty(outcome).unwrap()
-    );
+    assert!(outcome.is_ok(), "expected ok, got {}", serde_json::to_string_pretty(outcome).unwrap());
     outcome.value.clone().expect("ok has a value")
 }

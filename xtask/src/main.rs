@@ -36,10 +36,7 @@ fn main() -> Result<()> {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_owned()
 }
 
 /// One precompile cache for every test binary and the demo, inside target/ so a
@@ -54,9 +51,7 @@ fn cargo() -> Command {
 
 fn run(command: &mut Command) -> Result<()> {
     eprintln!("xtask: running {command:?}");
-    let status = command
-        .status()
-        .with_context(|| format!("could not start {command:?}"))?;
+    let status = command.status().with_context(|| format!("could not start {command:?}"))?;
     if !status.success() {
         bail!("{command:?} failed with {status}");
     }
@@ -67,16 +62,18 @@ fn setup(root: &Path) -> Result<()> {
     run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]))?;
     let venv = root.join("target/guest-tools/venv");
     let componentize = venv.join("bin/componentize-py");
-    let installed = Command::new(&componentize)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| {
-            o.status.success()
-                && String::from_utf8_lossy(&o.stdout)
-                    .contains(COMPONENTIZE_PY.trim_start_matches("componentize-py=="))
-        });
+    let installed = Command::new(&componentize).arg("--version").output().is_ok_and(|o| {
+        o.status.success()
+            && String::from_utf8_lossy(&o.stdout).contains(COMPONENTIZE_PY.trim_start_matches("componentize-py=="))
+    });
     if !installed {
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        let mut make_venv = Command::new("python3");
+        make_venv.arg("-m").arg("venv").arg(&venv);
+        if run(&mut make_venv).is_err() {
+            // Debian's system Python ships venv separately.
+            apt_install(&["python3-venv"])?;
+            run(&mut make_venv)?;
+        }
         run(Command::new(venv.join("bin/pip")).args([
             "install",
             "--quiet",
@@ -87,43 +84,33 @@ fn setup(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Installs Debian packages; only where apt-get exists and we are root.
+fn apt_install(packages: &[&str]) -> Result<()> {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !root || Command::new("apt-get").arg("--version").output().is_err() {
+        bail!("please install {packages:?} with your package manager");
+    }
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get").args(["install", "-y", "-qq"]).args(packages))
+}
+
 fn build_guests(root: &Path) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
     let out = out_dir.join("python.wasm");
     let stamp = out_dir.join("python.stamp");
-    let inputs = fingerprint(
-        &[root.join("wit"), root.join("guests/python")],
-        COMPONENTIZE_PY,
-    )?;
+    let inputs = fingerprint(&[root.join("wit"), root.join("guests/python")], COMPONENTIZE_PY)?;
     if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == inputs) {
         eprintln!("xtask: python guest is up to date");
         return Ok(());
     }
     let started = Instant::now();
-    run(
-        Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
-            .args([
-                "-d",
-                "wit",
-                "-w",
-                "code-runner",
-                "componentize",
-                "app",
-                "-p",
-                "guests/python",
-                "-o",
-            ])
-            .arg(&out),
-    )?;
+    run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
+        .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-o"])
+        .arg(&out))?;
     std::fs::write(&stamp, inputs)?;
     let size = std::fs::metadata(&out)?.len();
-    eprintln!(
-        "xtask: built {} ({:.1} MB) in {:.1?}",
-        out.display(),
-        size as f64 / 1e6,
-        started.elapsed()
-    );
+    eprintln!("xtask: built {} ({:.1} MB) in {:.1?}", out.display(), size as f64 / 1e6, started.elapsed());
     Ok(())
 }
 
@@ -164,19 +151,9 @@ fn test(root: &Path) -> Result<()> {
     setup(root)?;
     build_guests(root)?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
-    run(cargo().args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--quiet",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
     run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
-    run(cargo()
-        .args(["test", "--workspace"])
-        .env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
+    run(cargo().args(["test", "--workspace"]).env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }

@@ -77,11 +77,7 @@ pub(crate) fn check_text_depth(text: &str, cap: u32, what: &'static str) -> Resu
 
 /// Checks the nesting depth of an already-built value (iteratively: a tool written in
 /// Rust can build a value deep enough to overflow a recursive walk).
-pub(crate) fn check_value_depth(
-    value: &Value,
-    cap: u32,
-    what: &'static str,
-) -> Result<(), JsonError> {
+pub(crate) fn check_value_depth(value: &Value, cap: u32, what: &'static str) -> Result<(), JsonError> {
     let mut stack = vec![(value, 0u32)];
     while let Some((value, depth)) = stack.pop() {
         let children: Box<dyn Iterator<Item = &Value>> = match value {
@@ -98,24 +94,12 @@ pub(crate) fn check_value_depth(
 }
 
 /// Size cap, then depth cap, then a strict parse.
-pub(crate) fn parse_capped(
-    text: &str,
-    max_bytes: u64,
-    max_depth: u32,
-    what: &'static str,
-) -> Result<Value, JsonError> {
+pub(crate) fn parse_capped(text: &str, max_bytes: u64, max_depth: u32, what: &'static str) -> Result<Value, JsonError> {
     if text.len() as u64 > max_bytes {
-        return Err(JsonError::TooLarge {
-            what,
-            actual: text.len(),
-            cap: max_bytes,
-        });
+        return Err(JsonError::TooLarge { what, actual: text.len(), cap: max_bytes });
     }
     check_text_depth(text, max_depth, what)?;
-    serde_json::from_str(text).map_err(|err| JsonError::Malformed {
-        what,
-        reason: err.to_string(),
-    })
+    serde_json::from_str(text).map_err(|err| JsonError::Malformed { what, reason: err.to_string() })
 }
 
 /// Serializes `value` and applies the size and depth caps to it.
@@ -128,11 +112,7 @@ pub(crate) fn serialize_capped(
     check_value_depth(value, max_depth, what)?;
     let text = value.to_string();
     if text.len() as u64 > max_bytes {
-        return Err(JsonError::TooLarge {
-            what,
-            actual: text.len(),
-            cap: max_bytes,
-        });
+        return Err(JsonError::TooLarge { what, actual: text.len(), cap: max_bytes });
     }
     Ok(text)
 }
@@ -162,26 +142,13 @@ mod tests {
     fn size_is_checked_before_parsing() {
         // Not even valid JSON: the size cap must answer first.
         let err = parse_capped("{{{{{{{{{{", 4, 64, "arguments").unwrap_err();
-        assert!(
-            matches!(
-                err,
-                JsonError::TooLarge {
-                    actual: 10,
-                    cap: 4,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, JsonError::TooLarge { actual: 10, cap: 4, .. }), "{err}");
     }
 
     #[test]
     fn depth_ten_thousand_is_refused_without_recursion() {
         let text = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert!(matches!(
-            parse(&text),
-            Err(JsonError::TooDeep { cap: 64, .. })
-        ));
+        assert!(matches!(parse(&text), Err(JsonError::TooDeep { cap: 64, .. })));
     }
 
     #[test]
@@ -192,22 +159,12 @@ mod tests {
 
     #[test]
     fn nan_infinity_and_lone_surrogates_are_refused() {
-        for bad in [
-            r#"{"x": NaN}"#,
-            r#"{"x": Infinity}"#,
-            r#"{"x": -Infinity}"#,
-            r#"{"x": 1e999}"#,
-            r#"{"x": "\ud800"}"#,
-        ] {
-            assert!(
-                matches!(parse(bad), Err(JsonError::Malformed { .. })),
-                "{bad}"
-            );
+        for bad in
+            [r#"{"x": NaN}"#, r#"{"x": Infinity}"#, r#"{"x": -Infinity}"#, r#"{"x": 1e999}"#, r#"{"x": "\ud800"}"#]
+        {
+            assert!(matches!(parse(bad), Err(JsonError::Malformed { .. })), "{bad}");
         }
-        assert!(
-            parse(r#"{"x": "\ud83d\ude00"}"#).is_ok(),
-            "a surrogate pair is fine"
-        );
+        assert!(parse(r#"{"x": "\ud83d\ude00"}"#).is_ok(), "a surrogate pair is fine");
     }
 
     #[test]
@@ -228,13 +185,7 @@ mod tests {
     #[test]
     fn serialized_size_is_capped() {
         let value = Value::String("x".repeat(100));
-        assert!(matches!(
-            serialize_capped(&value, 50, 8, "result"),
-            Err(JsonError::TooLarge { .. })
-        ));
-        assert_eq!(
-            serialize_capped(&Value::Bool(true), 50, 8, "result").unwrap(),
-            "true"
-        );
+        assert!(matches!(serialize_capped(&value, 50, 8, "result"), Err(JsonError::TooLarge { .. })));
+        assert_eq!(serialize_capped(&Value::Bool(true), 50, 8, "result").unwrap(), "true");
     }
 }

@@ -26,9 +26,7 @@ impl HasData for Broker {
 }
 
 /// Adds the `tools` import to `linker`.
-pub(crate) fn add_to_linker<T: BrokerView + 'static>(
-    linker: &mut Linker<T>,
-) -> wasmtime::Result<()> {
+pub(crate) fn add_to_linker<T: BrokerView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     tools::add_to_linker::<T, Broker>(linker, T::broker)
 }
 
@@ -49,11 +47,7 @@ impl tools::Host for BrokerCtxView<'_> {
         self.ctx
             .list()
             .into_iter()
-            .map(|t| tools::ToolInfo {
-                name: t.name,
-                description: t.description,
-                args_schema: t.args_schema,
-            })
+            .map(|t| tools::ToolInfo { name: t.name, description: t.description, args_schema: t.args_schema })
             .collect()
     }
 

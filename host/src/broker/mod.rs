@@ -2,19 +2,25 @@
 //!
 //! Per run, a [`BrokerCtx`] holds the run's [`Scope`], its [`Limits`] and its spent
 //! budgets. Every call goes through, in order: name and scope check → argument size cap
-//! (before parsing) → strict parse with a depth cap → object check → call ceiling →
-//! the tool itself under a deadline (panics contained) → result size cap → cumulative
-//! result cap → the tool-call trail. Denials come back to the guest as
-//! [`CallError`] values — catchable, never traps — and budget breaches are latched, so
-//! the run's outcome reports them even when the guest swallows the error.
+//! (before parsing) → strict parse with a depth cap → object check → JSON Schema check
+//! → call ceiling → concurrency bound → the tool itself under a deadline (panics
+//! contained) → result projection → result size cap → cumulative result cap → audit.
+//! Projection runs *before* the result caps, because the caps bound what reaches the
+//! guest and a projection exists precisely to trim large payloads down to that.
 //!
-//! Nothing here touches wasmtime; [`link`] adapts it to the generated bindings.
+//! Denials come back to the guest as [`CallError`] values — catchable, never traps —
+//! and budget breaches are latched, so the run's outcome reports them even when the
+//! guest swallows the error. Nothing here touches wasmtime; [`link`] adapts it to the
+//! generated bindings.
 
 mod json_guard;
 pub(crate) mod link;
+mod projection;
+mod schema;
 mod scope;
 mod tool;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,10 +28,13 @@ use serde_json::Value;
 
 pub use json_guard::JsonError;
 pub(crate) use json_guard::{parse_capped, serialize_capped, type_name};
-pub use scope::Scope;
-pub use tool::{Tool, ToolFailure, ToolRegistrationError, Tools};
+pub use projection::Projection;
+pub use scope::{Inherit, Scope};
+pub use tool::{CallContext, Tool, ToolFailure, ToolRegistrationError, Tools};
 
+use crate::audit::{AuditConfig, AuditEvent, AuditSink, CallRef, Redactor, TracingSink};
 use crate::limits::Limits;
+use crate::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
 use crate::outcome::{CallStatus, ErrorDetail, ToolCallRecord};
 
 /// Why a tool call returned no result; mirrors the WIT `call-error` variant.
@@ -73,6 +82,82 @@ impl CallError {
     }
 }
 
+/// Who a run is: its id, the chain of calls that started it, and its nesting depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunIdentity {
+    /// A unique id (a UUID).
+    pub run_id: String,
+    /// Parent runs and calls, outermost first; empty for a top-level run.
+    pub ancestry: Vec<CallRef>,
+    /// 0 for a top-level run.
+    pub depth: u32,
+}
+
+impl RunIdentity {
+    /// A fresh top-level identity.
+    pub fn top_level() -> Self {
+        RunIdentity { run_id: uuid::Uuid::new_v4().to_string(), ancestry: Vec::new(), depth: 0 }
+    }
+
+    /// A fresh identity for a run started by call `ctx`.
+    pub(crate) fn nested_in(ctx: &CallContext) -> Self {
+        let mut ancestry = ctx.run.ancestry.clone();
+        ancestry.push(CallRef { run_id: ctx.run.run_id.clone(), call_id: ctx.call_id });
+        RunIdentity { run_id: uuid::Uuid::new_v4().to_string(), ancestry, depth: ctx.run.depth + 1 }
+    }
+}
+
+/// State shared by a run and every run nested in it.
+#[derive(Debug, Default)]
+pub(crate) struct RunTree {
+    calls_in_flight: AtomicU32,
+}
+
+/// Releases an in-flight slot when the call ends, however it ends (including when the
+/// run is dropped mid-call).
+struct InFlight<'a>(&'a AtomicU32);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Aborts a spawned tool task when the call is abandoned.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Where a broker reports: audit sink, redaction policy, engine metrics.
+#[derive(Clone)]
+pub(crate) struct Observers {
+    pub(crate) sink: Arc<dyn AuditSink>,
+    pub(crate) redactor: Arc<Redactor>,
+    pub(crate) record_payloads: bool,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Observers {
+    pub(crate) fn new(sink: Arc<dyn AuditSink>, config: &AuditConfig, metrics: Arc<Metrics>) -> Self {
+        Observers {
+            sink,
+            redactor: Arc::new(Redactor::new(&config.redact_keys, config.max_string_bytes)),
+            record_payloads: config.record_payloads,
+            metrics,
+        }
+    }
+}
+
+impl Default for Observers {
+    fn default() -> Self {
+        Observers::new(Arc::new(TracingSink), &AuditConfig::default(), Arc::default())
+    }
+}
+
 /// What a guest may see of one tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ToolSummary {
@@ -86,19 +171,44 @@ pub struct BrokerCtx {
     tools: Arc<Tools>,
     scope: Scope,
     limits: Limits,
+    run: RunIdentity,
+    tree: Arc<RunTree>,
+    observers: Observers,
     calls_made: u32,
     cumulative_result_bytes: u64,
     trail: Vec<ToolCallRecord>,
     breach: Option<ErrorDetail>,
 }
 
+/// Payloads kept for the record when recording is on.
+#[derive(Default)]
+struct Payloads {
+    args: Option<Value>,
+    result: Option<Value>,
+}
+
 impl BrokerCtx {
-    /// State for one run that may call the tools of `tools` that `scope` allows.
+    /// State for one top-level run that may call the tools of `tools` that `scope`
+    /// allows, auditing to `tracing` without payloads.
     pub fn new(tools: Arc<Tools>, scope: Scope, limits: Limits) -> Self {
+        Self::for_run(tools, scope, limits, RunIdentity::top_level(), Arc::default(), Observers::default())
+    }
+
+    pub(crate) fn for_run(
+        tools: Arc<Tools>,
+        scope: Scope,
+        limits: Limits,
+        run: RunIdentity,
+        tree: Arc<RunTree>,
+        observers: Observers,
+    ) -> Self {
         BrokerCtx {
             tools,
             scope,
             limits,
+            run,
+            tree,
+            observers,
             calls_made: 0,
             cumulative_result_bytes: 0,
             trail: Vec::new(),
@@ -119,23 +229,40 @@ impl BrokerCtx {
             .collect()
     }
 
-    /// Mediates one call; records it in the trail whatever happens.
+    /// Mediates one call; records and audits it whatever happens.
     pub async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
         let started = Instant::now();
-        let result = self.checked_call(name, args_json).await;
+        let call_id = self.trail.len() as u32 + 1;
+        self.observers.sink.record(&AuditEvent::ToolCallStarted {
+            run_id: self.run.run_id.clone(),
+            call_id,
+            ancestry: self.run.ancestry.clone(),
+            tool: name.to_owned(),
+            args_bytes: args_json.len() as u64,
+        });
+        let mut payloads = Payloads::default();
+        let result = self.checked_call(name, args_json, call_id, &mut payloads).await;
         let (status, result_bytes, message) = match &result {
             Ok(text) => (CallStatus::Ok, text.len() as u64, None),
             Err(err) => (err.status(), 0, Some(err.message().to_owned())),
         };
-        self.trail.push(ToolCallRecord {
-            call_id: self.trail.len() as u32 + 1,
+        let record = ToolCallRecord {
+            run_id: self.run.run_id.clone(),
+            call_id,
+            ancestry: self.run.ancestry.clone(),
             tool: name.to_owned(),
             status,
-            duration_us: started.elapsed().as_micros() as u64,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             args_bytes: args_json.len() as u64,
             result_bytes,
             message,
-        });
+            args: payloads.args,
+            result: payloads.result,
+        };
+        let label = if self.tools.get(name).is_some() { name } else { UNKNOWN_TOOL_LABEL };
+        self.observers.metrics.tool_call_finished(label, status);
+        self.observers.sink.record(&AuditEvent::ToolCallFinished(record.clone()));
+        self.trail.push(record);
         result
     }
 
@@ -155,52 +282,67 @@ impl BrokerCtx {
     }
 
     fn latch(&mut self, limit: &'static str, message: &str) {
-        self.breach
-            .get_or_insert_with(|| ErrorDetail::new(limit, message));
+        self.breach.get_or_insert_with(|| ErrorDetail::new(limit, message));
     }
 
-    async fn checked_call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
+    async fn checked_call(
+        &mut self,
+        name: &str,
+        args_json: &str,
+        call_id: u32,
+        payloads: &mut Payloads,
+    ) -> Result<String, CallError> {
         let tool = match self.tools.get(name) {
             Some(tool) if self.scope.allows(name) => Arc::clone(tool),
             // Unknown and out-of-scope read the same, so a guest cannot probe the registry.
-            _ => {
-                return Err(CallError::Denied(format!(
-                    "tool `{name}` is not available in this run"
-                )))
-            }
+            _ => return Err(CallError::Denied(format!("tool `{name}` is not available in this run"))),
         };
         let args = self.parse_args(name, args_json)?;
+        if self.observers.record_payloads {
+            payloads.args = Some(self.observers.redactor.redact(&args));
+        }
+        if let Some(schema) = tool.schema() {
+            schema.check(&args).map_err(|problems| CallError::InvalidArgs(format!("tool `{name}`: {problems}")))?;
+        }
 
         if self.calls_made >= self.limits.max_tool_calls {
-            let message = format!(
-                "tool `{name}`: the run's ceiling of {} tool calls is reached",
-                self.limits.max_tool_calls
-            );
+            let message =
+                format!("tool `{name}`: the run's ceiling of {} tool calls is reached", self.limits.max_tool_calls);
             self.latch("max_tool_calls", &message);
+            return Err(CallError::BudgetExhausted(message));
+        }
+        let tree = Arc::clone(&self.tree);
+        let in_flight = tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+        let _slot = InFlight(&tree.calls_in_flight);
+        if in_flight >= self.limits.max_concurrent_tool_calls {
+            let message = format!(
+                "tool `{name}`: {} tool calls are already in flight in this run and its parents",
+                self.limits.max_concurrent_tool_calls
+            );
+            self.latch("max_concurrent_tool_calls", &message);
             return Err(CallError::BudgetExhausted(message));
         }
         self.calls_made += 1;
 
-        let timeout = tool
-            .timeout()
-            .unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
-        let value = self.invoke(&tool, args, timeout).await?;
+        let ctx =
+            CallContext { run: self.run.clone(), call_id, scope: self.scope.clone(), tree: Arc::clone(&self.tree) };
+        let timeout = tool.timeout().unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
+        let value = self.invoke(&tool, args, ctx, timeout).await?;
+        let value = match tool.projection() {
+            Some(projection) => projection.apply(&value).unwrap_or(Value::Null),
+            None => value,
+        };
 
-        let text = json_guard::serialize_capped(
-            &value,
-            self.limits.max_tool_result_bytes,
-            self.limits.max_json_depth,
-            "result",
-        )
-        .map_err(|err| {
-            let limit = match err {
-                JsonError::TooDeep { .. } => "max_json_depth",
-                _ => "max_tool_result_bytes",
-            };
-            let message = format!("tool `{name}`: {err}");
-            self.latch(limit, &message);
-            CallError::Failed(message)
-        })?;
+        let text = serialize_capped(&value, self.limits.max_tool_result_bytes, self.limits.max_json_depth, "result")
+            .map_err(|err| {
+                let limit = match err {
+                    JsonError::TooDeep { .. } => "max_json_depth",
+                    _ => "max_tool_result_bytes",
+                };
+                let message = format!("tool `{name}`: {err}");
+                self.latch(limit, &message);
+                CallError::Failed(message)
+            })?;
 
         let cumulative = self.cumulative_result_bytes + text.len() as u64;
         if cumulative > self.limits.max_cumulative_result_bytes {
@@ -212,16 +354,14 @@ impl BrokerCtx {
             return Err(CallError::BudgetExhausted(message));
         }
         self.cumulative_result_bytes = cumulative;
+        if self.observers.record_payloads {
+            payloads.result = Some(self.observers.redactor.redact(&value));
+        }
         Ok(text)
     }
 
     fn parse_args(&mut self, name: &str, args_json: &str) -> Result<Value, CallError> {
-        let parsed = parse_capped(
-            args_json,
-            self.limits.max_tool_args_bytes,
-            self.limits.max_json_depth,
-            "arguments",
-        );
+        let parsed = parse_capped(args_json, self.limits.max_tool_args_bytes, self.limits.max_json_depth, "arguments");
         let args = parsed.map_err(|err| {
             let message = format!("tool `{name}`: {err}");
             match err {
@@ -232,10 +372,7 @@ impl BrokerCtx {
             CallError::InvalidArgs(message)
         })?;
         if !args.is_object() {
-            let err = JsonError::NotAnObject {
-                what: "arguments",
-                got: type_name(&args),
-            };
+            let err = JsonError::NotAnObject { what: "arguments", got: type_name(&args) };
             return Err(CallError::InvalidArgs(format!("tool `{name}`: {err}")));
         }
         Ok(args)
@@ -246,25 +383,23 @@ impl BrokerCtx {
         &mut self,
         tool: &Tool,
         args: Value,
+        ctx: CallContext,
         timeout: Duration,
     ) -> Result<Value, CallError> {
         let name = tool.name();
-        let mut task = tokio::spawn(tool.invoke(args));
+        let mut task = tokio::spawn(tool.invoke(args, ctx));
+        // If this run is dropped mid-call (cancel, deadline), the tool's task goes too.
+        let _abort = AbortOnDrop(task.abort_handle());
         match tokio::time::timeout(timeout, &mut task).await {
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(failure))) => Err(CallError::Failed(format!("tool `{name}`: {failure}"))),
             Ok(Err(join_error)) => {
                 tracing::error!(tool = name, error = %join_error, "tool handler panicked");
-                Err(CallError::Failed(format!(
-                    "tool `{name}` failed unexpectedly"
-                )))
+                Err(CallError::Failed(format!("tool `{name}` failed unexpectedly")))
             }
             Err(_elapsed) => {
                 task.abort();
-                let message = format!(
-                    "tool `{name}` did not answer within {} ms",
-                    timeout.as_millis()
-                );
+                let message = format!("tool `{name}` did not answer within {} ms", timeout.as_millis());
                 self.latch("tool_timeout_ms", &message);
                 Err(CallError::Timeout(message))
             }

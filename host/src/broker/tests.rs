@@ -3,31 +3,21 @@
 use super::*;
 use serde_json::json;
 
+use crate::audit::{AuditConfig, AuditEvent, TracingSink};
+
 fn registry() -> Arc<Tools> {
     let mut tools = Tools::new();
     let schema = json!({"type": "object"});
     tools
-        .register(Tool::new(
-            "echo",
-            "returns its args",
-            schema.clone(),
-            |args| async move { Ok(args) },
-        ))
+        .register(Tool::new("echo", "returns its args", schema.clone(), |args| async move { Ok(args) }))
         .unwrap()
-        .register(Tool::new(
-            "big",
-            "returns n bytes",
-            schema.clone(),
-            |args| async move { Ok(json!("x".repeat(args["n"].as_u64().unwrap_or(0) as usize))) },
-        ))
-        .unwrap()
-        .register(Tool::new("boom", "panics", schema.clone(), |_| async {
-            panic!("tool bug")
+        .register(Tool::new("big", "returns n bytes", schema.clone(), |args| async move {
+            Ok(json!("x".repeat(args["n"].as_u64().unwrap_or(0) as usize)))
         }))
         .unwrap()
-        .register(Tool::new("refuse", "fails", schema.clone(), |_| async {
-            Err(ToolFailure::new("no such city"))
-        }))
+        .register(Tool::new("boom", "panics", schema.clone(), |_| async { panic!("tool bug") }))
+        .unwrap()
+        .register(Tool::new("refuse", "fails", schema.clone(), |_| async { Err(ToolFailure::new("no such city")) }))
         .unwrap()
         .register(
             Tool::new("hang", "never answers", schema, |_| async {
@@ -49,15 +39,7 @@ async fn a_call_in_scope_returns_the_result_and_is_recorded() {
     let mut b = broker(Limits::default());
     assert_eq!(b.call("echo", r#"{"a":1}"#).await.unwrap(), r#"{"a":1}"#);
     let record = &b.trail()[0];
-    assert_eq!(
-        (
-            record.call_id,
-            record.status,
-            record.args_bytes,
-            record.result_bytes
-        ),
-        (1, CallStatus::Ok, 7, 7)
-    );
+    assert_eq!((record.call_id, record.status, record.args_bytes, record.result_bytes), (1, CallStatus::Ok, 7, 7));
     assert!(b.breach().is_none());
 }
 
@@ -69,23 +51,13 @@ async fn unknown_and_out_of_scope_tools_are_denied_alike() {
     assert_eq!(unknown.status(), CallStatus::Denied);
     assert_eq!(outside.status(), CallStatus::Denied);
     assert_eq!(unknown.message().replace("nope", "big"), outside.message());
-    assert_eq!(
-        b.list().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-        ["echo"]
-    );
-    assert!(
-        BrokerCtx::new(registry(), Scope::default(), Limits::default())
-            .list()
-            .is_empty()
-    );
+    assert_eq!(b.list().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["echo"]);
+    assert!(BrokerCtx::new(registry(), Scope::default(), Limits::default()).list().is_empty());
 }
 
 #[tokio::test]
 async fn the_eleventh_of_ten_calls_is_refused_and_latched() {
-    let mut b = broker(Limits {
-        max_tool_calls: 10,
-        ..Limits::default()
-    });
+    let mut b = broker(Limits { max_tool_calls: 10, ..Limits::default() });
     for _ in 0..10 {
         b.call("echo", "{}").await.unwrap();
     }
@@ -96,14 +68,8 @@ async fn the_eleventh_of_ten_calls_is_refused_and_latched() {
 
 #[tokio::test]
 async fn oversized_and_deep_args_are_refused_before_parsing() {
-    let mut b = broker(Limits {
-        max_tool_args_bytes: 16,
-        ..Limits::default()
-    });
-    let err = b
-        .call("echo", r#"{"a": "0123456789abcdef"}"#)
-        .await
-        .unwrap_err();
+    let mut b = broker(Limits { max_tool_args_bytes: 16, ..Limits::default() });
+    let err = b.call("echo", r#"{"a": "0123456789abcdef"}"#).await.unwrap_err();
     assert_eq!(err.status(), CallStatus::InvalidArgs);
     assert_eq!(b.breach().unwrap().kind, "max_tool_args_bytes");
 
@@ -118,33 +84,18 @@ async fn oversized_and_deep_args_are_refused_before_parsing() {
 #[tokio::test]
 async fn nan_lone_surrogates_and_non_objects_are_invalid_args() {
     let mut b = broker(Limits::default());
-    for bad in [
-        r#"{"a": NaN}"#,
-        r#"{"a": "\udc00"}"#,
-        "[1, 2]",
-        "3",
-        "not json",
-    ] {
+    for bad in [r#"{"a": NaN}"#, r#"{"a": "\udc00"}"#, "[1, 2]", "3", "not json"] {
         let err = b.call("echo", bad).await.unwrap_err();
         assert_eq!(err.status(), CallStatus::InvalidArgs, "{bad}");
     }
-    assert!(b
-        .call("echo", "[]")
-        .await
-        .unwrap_err()
-        .message()
-        .contains("must be a JSON object, got array"));
+    assert!(b.call("echo", "[]").await.unwrap_err().message().contains("must be a JSON object, got array"));
     // Validation failures are the guest's mistakes, not budget breaches.
     assert!(b.breach().is_none());
 }
 
 #[tokio::test]
 async fn an_oversized_result_fails_and_is_latched() {
-    let mut b = broker(Limits {
-        max_tool_result_bytes: 100,
-        max_cumulative_result_bytes: 1000,
-        ..Limits::default()
-    });
+    let mut b = broker(Limits { max_tool_result_bytes: 100, max_cumulative_result_bytes: 1000, ..Limits::default() });
     let err = b.call("big", r#"{"n": 200}"#).await.unwrap_err();
     assert_eq!(err.status(), CallStatus::Failed);
     assert_eq!(b.breach().unwrap().kind, "max_tool_result_bytes");
@@ -152,11 +103,7 @@ async fn an_oversized_result_fails_and_is_latched() {
 
 #[tokio::test]
 async fn the_cumulative_result_cap_spans_calls() {
-    let mut b = broker(Limits {
-        max_tool_result_bytes: 100,
-        max_cumulative_result_bytes: 250,
-        ..Limits::default()
-    });
+    let mut b = broker(Limits { max_tool_result_bytes: 100, max_cumulative_result_bytes: 250, ..Limits::default() });
     b.call("big", r#"{"n": 90}"#).await.unwrap(); // 92 bytes with quotes
     b.call("big", r#"{"n": 90}"#).await.unwrap(); // 184
     let err = b.call("big", r#"{"n": 90}"#).await.unwrap_err(); // 276 > 250
@@ -169,10 +116,7 @@ async fn the_cumulative_result_cap_spans_calls() {
 async fn a_panicking_tool_is_a_failed_call_and_the_broker_goes_on() {
     let mut b = broker(Limits::default());
     let err = b.call("boom", "{}").await.unwrap_err();
-    assert_eq!(
-        err,
-        CallError::Failed("tool `boom` failed unexpectedly".into())
-    );
+    assert_eq!(err, CallError::Failed("tool `boom` failed unexpectedly".into()));
     assert_eq!(b.call("echo", "{}").await.unwrap(), "{}");
 }
 
@@ -189,10 +133,113 @@ async fn a_hanging_tool_times_out_at_its_own_deadline() {
     let started = Instant::now();
     let err = b.call("hang", "{}").await.unwrap_err();
     assert_eq!(err.status(), CallStatus::Timeout);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert_eq!(b.breach().unwrap().kind, "tool_timeout_ms");
+}
+
+fn strict_tools() -> Arc<Tools> {
+    let mut tools = Tools::new();
+    let schema = json!({"type": "object", "properties": {"limit": {"type": "integer"}}, "required": ["limit"]});
+    tools
+        .register(Tool::new("search", "strict args", schema, |args| async move { Ok(args) }))
+        .unwrap()
+        .register(
+            Tool::new("users", "big payload", json!({"type": "object"}), |_| async {
+                Ok(json!({"users": [{"name": "a", "password": "x", "bio": "long"}, {"name": "b"}], "next": null}))
+            })
+            .with_projection(["/users/*/name"])
+            .unwrap(),
+        )
+        .unwrap();
+    Arc::new(tools)
+}
+
+#[tokio::test]
+async fn schema_mismatches_tell_the_model_what_to_fix() {
+    let mut b = BrokerCtx::new(strict_tools(), Scope::All, Limits::default());
+    let err = b.call("search", r#"{"limit": "10"}"#).await.unwrap_err();
+    assert_eq!(err, CallError::InvalidArgs("tool `search`: `limit`: expected integer, got string".into()));
+    assert!(b.call("search", "{}").await.unwrap_err().message().contains("required"));
+    assert_eq!(b.call("search", r#"{"limit": 3}"#).await.unwrap(), r#"{"limit":3}"#);
+}
+
+#[tokio::test]
+async fn projection_trims_the_result_before_the_guest_sees_it() {
+    let limits = Limits { max_tool_result_bytes: 40, max_cumulative_result_bytes: 1000, ..Limits::default() };
+    let mut b = BrokerCtx::new(strict_tools(), Scope::All, limits);
+    // The full payload is over 40 bytes; the projection fits.
+    assert_eq!(b.call("users", "{}").await.unwrap(), r#"{"users":[{"name":"a"},{"name":"b"}]}"#);
+}
+
+#[tokio::test]
+async fn recorded_payloads_are_redacted() {
+    let (sink, mut events) = crate::ChannelSink::new(64);
+    let config = AuditConfig { record_payloads: true, ..AuditConfig::default() };
+    let observers = Observers::new(Arc::new(sink), &config, Arc::default());
+    let mut b = BrokerCtx::for_run(
+        registry(),
+        Scope::All,
+        Limits::default(),
+        RunIdentity::top_level(),
+        Arc::default(),
+        observers,
+    );
+    b.call("echo", r#"{"user": "ann", "auth": {"headers": [{"Authorization": "Bearer s3cr3t"}]}}"#).await.unwrap();
+    let record = &b.trail()[0];
+    let expected = json!({"user": "ann", "auth": {"headers": [{"Authorization": crate::REDACTED}]}});
+    assert_eq!(record.args.as_ref(), Some(&expected));
+    assert_eq!(record.result.as_ref(), Some(&expected));
+    assert!(matches!(events.try_recv().unwrap(), AuditEvent::ToolCallStarted { call_id: 1, .. }));
+    match events.try_recv().unwrap() {
+        AuditEvent::ToolCallFinished(finished) => assert_eq!(&finished, record),
+        other => panic!("unexpected {other:?}"),
+    }
+    // Without opt-in, nothing is recorded.
+    let mut plain = broker(Limits::default());
+    plain.call("echo", r#"{"password": "x"}"#).await.unwrap();
+    assert!(plain.trail()[0].args.is_none());
+}
+
+#[tokio::test]
+async fn unknown_tool_names_share_one_metrics_label() {
+    let metrics: Arc<crate::metrics::Metrics> = Arc::default();
+    let observers = Observers::new(Arc::new(TracingSink), &AuditConfig::default(), Arc::clone(&metrics));
+    let mut b = BrokerCtx::for_run(
+        registry(),
+        Scope::All,
+        Limits::default(),
+        RunIdentity::top_level(),
+        Arc::default(),
+        observers,
+    );
+    for name in ["x1", "x2", "x3"] {
+        b.call(name, "{}").await.unwrap_err();
+    }
+    b.call("echo", "{}").await.unwrap();
+    let snapshot = metrics.snapshot();
+    assert_eq!(snapshot.tool_calls(crate::UNKNOWN_TOOL_LABEL, CallStatus::Denied), 3);
+    assert_eq!(snapshot.tool_calls("echo", CallStatus::Ok), 1);
+    assert_eq!(snapshot.tool_calls.len(), 2);
+}
+
+#[tokio::test]
+async fn calls_in_flight_across_the_run_tree_are_bounded() {
+    let tree: Arc<RunTree> = Arc::default();
+    // A parent call is in flight (e.g. a sub-agent tool running a nested run).
+    tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+    let limits = Limits { max_concurrent_tool_calls: 1, ..Limits::default() };
+    let mut nested = BrokerCtx::for_run(
+        registry(),
+        Scope::All,
+        limits,
+        RunIdentity::top_level(),
+        Arc::clone(&tree),
+        Observers::default(),
+    );
+    let err = nested.call("echo", "{}").await.unwrap_err();
+    assert_eq!(err.status(), CallStatus::BudgetExhausted);
+    assert_eq!(nested.breach().unwrap().kind, "max_concurrent_tool_calls");
+    tree.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
+    nested.call("echo", "{}").await.unwrap();
+    assert_eq!(tree.calls_in_flight.load(Ordering::Acquire), 0, "the slot is released after the call");
 }

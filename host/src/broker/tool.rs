@@ -8,6 +8,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::projection::Projection;
+use super::schema::ArgsSchema;
+use super::scope::Scope;
+use super::RunTree;
+use crate::audit::CallRef;
+use crate::broker::RunIdentity;
+
 /// A tool's failure, as the guest will see it. Keep the message free of secrets: it
 /// is handed to untrusted code verbatim.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +28,45 @@ impl ToolFailure {
     }
 }
 
-type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync;
+type Handler = dyn Fn(Value, CallContext) -> BoxFuture<'static, Result<Value, ToolFailure>> + Send + Sync;
+
+/// What a tool handler knows about the call it serves: enough to audit it and to start
+/// a nested run with [`Sandbox::run_nested`](crate::Sandbox::run_nested), whose scope is
+/// then bounded by this run's.
+#[derive(Clone, Debug)]
+pub struct CallContext {
+    pub(crate) run: RunIdentity,
+    pub(crate) call_id: u32,
+    pub(crate) scope: Scope,
+    pub(crate) tree: Arc<RunTree>,
+}
+
+impl CallContext {
+    /// The calling run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run.run_id
+    }
+
+    /// This call's sequence number in its run.
+    pub fn call_id(&self) -> u32 {
+        self.call_id
+    }
+
+    /// The calling run's ancestry, outermost first.
+    pub fn ancestry(&self) -> &[CallRef] {
+        &self.run.ancestry
+    }
+
+    /// How deeply the calling run is nested (0 at top level).
+    pub fn depth(&self) -> u32 {
+        self.run.depth
+    }
+
+    /// The calling run's scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+}
 
 /// One tool: a name, a description and an argument schema for the model, and an async
 /// handler taking the validated argument object.
@@ -39,38 +84,65 @@ pub struct Tool {
     name: String,
     description: String,
     args_schema: Value,
+    compiled_schema: Option<Arc<ArgsSchema>>,
+    projection: Option<Projection>,
     timeout: Option<Duration>,
     handler: Arc<Handler>,
 }
 
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tool")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+        f.debug_struct("Tool").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
 impl Tool {
-    /// Creates a tool. The handler gets the argument object after validation and returns
-    /// a JSON result or a [`ToolFailure`]. Name rules are checked by [`Tools::register`].
-    pub fn new<F, Fut>(
+    /// Creates a tool. The handler gets the argument object after it passed the checks
+    /// (JSON Schema included) and returns a JSON result or a [`ToolFailure`]. The name
+    /// and schema are checked by [`Tools::register`].
+    pub fn new<F, Fut>(name: impl Into<String>, description: impl Into<String>, args_schema: Value, handler: F) -> Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolFailure>> + Send + 'static,
+    {
+        Self::with_context(name, description, args_schema, move |args, _ctx| handler(args))
+    }
+
+    /// Like [`Tool::new`], for handlers that need the [`CallContext`] — for example a
+    /// "sub-agent" tool that starts a nested run.
+    pub fn with_context<F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
         args_schema: Value,
         handler: F,
     ) -> Self
     where
-        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolFailure>> + Send + 'static,
     {
         Tool {
             name: name.into(),
             description: description.into(),
             args_schema,
+            compiled_schema: None,
+            projection: None,
             timeout: None,
-            handler: Arc::new(move |args| Box::pin(handler(args))),
+            handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
         }
+    }
+
+    /// Keeps only these parts of every result (JSON pointers, `*` for any element) before
+    /// it reaches the guest. See [`Projection`].
+    ///
+    /// # Errors
+    /// A pointer that does not start with `/`.
+    pub fn with_projection<I, S>(mut self, pointers: I) -> Result<Self, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.projection = Some(Projection::new(pointers)?);
+        Ok(self)
     }
 
     /// Overrides the run's `tool_timeout_ms` for this tool.
@@ -99,8 +171,16 @@ impl Tool {
         self.timeout
     }
 
-    pub(crate) fn invoke(&self, args: Value) -> BoxFuture<'static, Result<Value, ToolFailure>> {
-        (self.handler)(args)
+    pub(crate) fn schema(&self) -> Option<&ArgsSchema> {
+        self.compiled_schema.as_deref()
+    }
+
+    pub(crate) fn projection(&self) -> Option<&Projection> {
+        self.projection.as_ref()
+    }
+
+    pub(crate) fn invoke(&self, args: Value, ctx: CallContext) -> BoxFuture<'static, Result<Value, ToolFailure>> {
+        (self.handler)(args, ctx)
     }
 }
 
@@ -109,14 +189,16 @@ impl Tool {
 #[non_exhaustive]
 pub enum ToolRegistrationError {
     /// The name is not `[a-z_][a-z0-9_]*` of at most 64 bytes.
-    #[error("tool name `{0}` must match [a-z_][a-z0-9_]* and be at most 64 bytes (it becomes a Python and JS identifier)")]
+    #[error(
+        "tool name `{0}` must match [a-z_][a-z0-9_]* and be at most 64 bytes (it becomes a Python and JS identifier)"
+    )]
     InvalidName(String),
     /// A tool of that name is already registered.
     #[error("a tool named `{0}` is already registered")]
     Duplicate(String),
-    /// The argument schema is not a JSON object.
-    #[error("the argument schema of tool `{0}` must be a JSON object")]
-    InvalidSchema(String),
+    /// The argument schema is not a JSON object, or not a valid JSON Schema.
+    #[error("the argument schema of tool `{0}` is invalid: {1}")]
+    InvalidSchema(String, String),
 }
 
 /// The registry of every tool an engine embedder offers; each run picks a subset.
@@ -135,12 +217,17 @@ impl Tools {
     ///
     /// # Errors
     /// Refuses an invalid or duplicate name, or a schema that is not an object.
-    pub fn register(&mut self, tool: Tool) -> Result<&mut Self, ToolRegistrationError> {
+    pub fn register(&mut self, mut tool: Tool) -> Result<&mut Self, ToolRegistrationError> {
         if !is_valid_name(&tool.name) {
             return Err(ToolRegistrationError::InvalidName(tool.name));
         }
         if !tool.args_schema.is_object() {
-            return Err(ToolRegistrationError::InvalidSchema(tool.name));
+            return Err(ToolRegistrationError::InvalidSchema(tool.name, "it must be a JSON object".into()));
+        }
+        // Compiled once here, not per call.
+        match ArgsSchema::compile(&tool.args_schema) {
+            Ok(schema) => tool.compiled_schema = Some(Arc::new(schema)),
+            Err(reason) => return Err(ToolRegistrationError::InvalidSchema(tool.name, reason)),
         }
         if self.by_name.contains_key(&tool.name) {
             return Err(ToolRegistrationError::Duplicate(tool.name));
@@ -183,22 +270,14 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str) -> Tool {
-        Tool::new(name, "d", json!({"type": "object"}), |_| async {
-            Ok(Value::Null)
-        })
+        Tool::new(name, "d", json!({"type": "object"}), |_| async { Ok(Value::Null) })
     }
 
     #[test]
     fn names_must_be_identifiers() {
         let mut tools = Tools::new();
         for bad in ["", "Add", "1add", "a-b", "a b", "ä", &"x".repeat(65)] {
-            assert!(
-                matches!(
-                    tools.register(tool(bad)),
-                    Err(ToolRegistrationError::InvalidName(_))
-                ),
-                "{bad}"
-            );
+            assert!(matches!(tools.register(tool(bad)), Err(ToolRegistrationError::InvalidName(_))), "{bad}");
         }
         tools.register(tool("_private_2")).unwrap();
         assert_eq!(tools.len(), 1);
@@ -208,14 +287,10 @@ mod tests {
     fn duplicates_and_non_object_schemas_are_refused() {
         let mut tools = Tools::new();
         tools.register(tool("add")).unwrap();
-        assert!(matches!(
-            tools.register(tool("add")),
-            Err(ToolRegistrationError::Duplicate(_))
-        ));
+        assert!(matches!(tools.register(tool("add")), Err(ToolRegistrationError::Duplicate(_))));
         let bad = Tool::new("x", "d", json!("string"), |_| async { Ok(Value::Null) });
-        assert!(matches!(
-            tools.register(bad),
-            Err(ToolRegistrationError::InvalidSchema(_))
-        ));
+        assert!(matches!(tools.register(bad), Err(ToolRegistrationError::InvalidSchema(..))));
+        let bad = Tool::new("y", "d", json!({"type": 12}), |_| async { Ok(Value::Null) });
+        assert!(matches!(tools.register(bad), Err(ToolRegistrationError::InvalidSchema(..))));
     }
 }

@@ -1,0 +1,884 @@
+// wasmbox JavaScript guest: the logic, with no wasm imports.
+//
+// runner.js binds this to the `wasmbox:sandbox/tools` import and exports it as the
+// component's `runner`; test_runner_native.mjs drives the same code under node with a
+// fake host. Semantics follow the Python guest (guests/python/app.py): same contract
+// errors, same JSON-path messages, same ToolError family, so one conformance suite can
+// run against both.
+//
+// A run never throws out of `run()`: componentize-js traps the whole instance on an
+// uncaught exception (or a returned `undefined`), so every outcome is a result object
+// `{tag: 'ok', val: text}` or `{tag: 'err', val: <run-error variant>}`, which the
+// generated bindings lower as-is.
+
+// Bound once, so that code which patches JSON, Object or Promise cannot break how the
+// run's value is encoded or driven (as the Python guest binds json.dumps once).
+const { stringify, parse } = JSON;
+const { keys: objectKeys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor } = Object;
+const { isArray } = Array;
+const promiseThen = Promise.prototype.then;
+const propertyIsEnumerable = Function.prototype.call.bind(Object.prototype.propertyIsEnumerable);
+
+// ------------------------------------------------------------------ strict JSON
+export const MAX_DEPTH = 200;
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const objectProto = Object.prototype;
+const isWellFormed = typeof ''.isWellFormed === 'function'
+  ? (s) => s.isWellFormed()
+  : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+
+function article(noun) {
+  return ('aeiou'.includes(noun[0].toLowerCase()) ? 'an ' : 'a ') + noun;
+}
+
+/** A short type name for messages: `Map`, `Array`, `number`, `null`, ... */
+export function typeName(v) {
+  if (v === null) return 'null';
+  if (typeof v !== 'object' && typeof v !== 'function') return typeof v;
+  try {
+    const proto = getPrototypeOf(v);
+    if (proto === null) return 'Object';
+    const ctor = getOwnPropertyDescriptor(proto, 'constructor');
+    const name = ctor && typeof ctor.value === 'function' ? ctor.value.name : '';
+    return name || (typeof v === 'function' ? 'function' : 'object');
+  } catch {
+    return typeof v; // a hostile Proxy
+  }
+}
+
+function isPlainObject(v) {
+  if (v === null || typeof v !== 'object' || isArray(v)) return false;
+  const proto = getPrototypeOf(v);
+  return proto === objectProto || proto === null;
+}
+
+// What a non-JSON value "is", worded like the Python guest (`is a Set`, `is NaN`).
+function describeNonJson(v) {
+  switch (typeof v) {
+    case 'undefined': return 'is undefined';
+    case 'bigint': return 'is a BigInt';
+    case 'symbol': return 'is a Symbol';
+    case 'function': return 'is a function';
+    default: return 'is ' + article(typeName(v));
+  }
+}
+
+/**
+ * Encodes `value` as strict JSON text, or names the first part JSON cannot carry.
+ *
+ * Returns {text} or {problem: "<path> <what>"}. JSON.stringify would drop undefined
+ * and functions, write NaN as null, call toJSON (Date), unbox String objects and throw
+ * on cycles without a path; the host must get exactly what the code meant, so this
+ * walks the value once and writes the text in the same pass (a getter read twice could
+ * answer differently the second time).
+ */
+export function toJson(value) {
+  const onPath = new Set(); // the containers enclosing the current value: a cycle check
+  const out = [];
+  let where = '$';
+
+  function walk(v, path, depth) {
+    where = path;
+    switch (typeof v) {
+      case 'string':
+        if (!isWellFormed(v)) return path + ' is a string with a lone surrogate';
+        out.push(stringify(v));
+        return null;
+      case 'number':
+        if (v !== v) return path + ' is NaN';
+        if (v === Infinity || v === -Infinity) return path + ' is ' + (v > 0 ? 'Infinity' : '-Infinity');
+        out.push(stringify(v));
+        return null;
+      case 'boolean':
+        out.push(v ? 'true' : 'false');
+        return null;
+      case 'object':
+        if (v === null) {
+          out.push('null');
+          return null;
+        }
+        break;
+      default:
+        return path + ' ' + describeNonJson(v);
+    }
+    const isList = isArray(v);
+    if (!isList && !isPlainObject(v)) return path + ' ' + describeNonJson(v);
+    if (depth >= MAX_DEPTH) return `${path} is nested more than ${MAX_DEPTH} levels deep`;
+    if (onPath.has(v)) return path + ' is a cycle (it contains itself)';
+    onPath.add(v);
+    if (isList) {
+      out.push('[');
+      const n = v.length;
+      for (let i = 0; i < n; i++) {
+        if (i) out.push(',');
+        const sub = `${path}[${i}]`;
+        where = sub;
+        const found = walk(v[i], sub, depth + 1);
+        if (found) return found;
+      }
+      out.push(']');
+    } else {
+      for (const sym of getOwnPropertySymbols(v)) {
+        if (propertyIsEnumerable(v, sym)) {
+          return `${path} has a non-string key ${String(sym)} (symbol)`;
+        }
+      }
+      out.push('{');
+      let first = true;
+      for (const key of objectKeys(v)) {
+        const sub = IDENT.test(key) ? `${path}.${key}` : `${path}[${stringify(key)}]`;
+        if (!isWellFormed(key)) return sub + ' is a string with a lone surrogate';
+        if (!first) out.push(',');
+        first = false;
+        out.push(stringify(key), ':');
+        where = sub;
+        const found = walk(v[key], sub, depth + 1);
+        if (found) return found;
+      }
+      out.push('}');
+    }
+    onPath.delete(v);
+    return null;
+  }
+
+  try {
+    const problem = walk(value, '$', 0);
+    return problem ? { problem } : { text: out.join('') };
+  } catch (e) {
+    // a getter or Proxy trap threw, or the value is too big for memory
+    return { problem: `${where} cannot be encoded: ${errorText(e)}` };
+  }
+}
+
+// ------------------------------------------------------------------------ tools
+/** A tool call that did not return a result. `kind` says why (see the subclasses). */
+export class ToolError extends Error {
+  constructor(message = '', tool = null) {
+    super(message);
+    this.tool = tool;
+  }
+
+  // The host's messages already name the tool: no `ToolDenied: ` prefix (as in Python,
+  // where str(e) is the message). Tracebacks and console output still show the kind.
+  toString() {
+    return this.message;
+  }
+}
+/** The tool is unknown or not allowed in this run. */
+export class ToolDenied extends ToolError {}
+/** A budget of this run (number of calls, result bytes) is spent. */
+export class ToolBudgetExhausted extends ToolError {}
+/** The host refused the arguments (size, depth, schema). */
+export class ToolInvalidArgs extends ToolError {}
+/** The tool ran and failed. */
+export class ToolFailed extends ToolError {}
+/** The tool did not answer in time. */
+export class ToolTimeout extends ToolError {}
+
+export const TOOL_ERRORS = [ToolError, ToolDenied, ToolBudgetExhausted, ToolInvalidArgs, ToolFailed, ToolTimeout];
+const KINDS = ['error', 'denied', 'budget_exhausted', 'invalid_args', 'failed', 'timeout'];
+TOOL_ERRORS.forEach((cls, i) => {
+  // On the prototype, like the built-in errors' `name`: `e.name` is the kind of the
+  // exception the host reports, and `e.kind` is the call-error case.
+  Object.defineProperty(cls.prototype, 'name', { value: cls.name, writable: true, configurable: true });
+  Object.defineProperty(cls.prototype, 'kind', { value: KINDS[i], writable: true, configurable: true });
+});
+
+// call-error tags as the generated bindings spell them
+const CALL_ERRORS = {
+  denied: ToolDenied,
+  'budget-exhausted': ToolBudgetExhausted,
+  'invalid-args': ToolInvalidArgs,
+  failed: ToolFailed,
+  timeout: ToolTimeout,
+};
+
+/** Checks and encodes the arguments of `tools.<name>(...)` before the host sees them. */
+export function toolArgs(name, args) {
+  if (args.length === 0 || (args.length === 1 && args[0] === undefined)) return '{}';
+  if (args.length > 1 || !isPlainObject(args[0])) {
+    const n = args.length;
+    throw new TypeError(`tools.${name}() takes one plain object of arguments, got ${n} argument${
+      n === 1 ? '' : 's'} (${args.map(typeName).join(', ')})`);
+  }
+  const { text, problem } = toJson(args[0]);
+  if (problem) throw new TypeError(`tools.${name}() arguments are not JSON: ${problem}`);
+  return text;
+}
+
+// Tool names a Proxy must not answer with a tool: `then` would make `tools` a thenable
+// (await / return tools would call the host), `toJSON` would be called by JSON.stringify,
+// and the Object.prototype methods keep String(tools) and friends working.
+const NOT_TOOLS = new Set(['then', 'toJSON']);
+const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(objectProto));
+
+function makeTools(host) {
+  function callTool(name, argsJson) {
+    let result;
+    try {
+      result = host.call(name, argsJson);
+    } catch (e) {
+      // The bindings throw an Err as a ComponentError whose `payload` is the
+      // call-error variant, {tag: 'denied', val: message}.
+      const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
+      if (payload && typeof payload.tag === 'string') {
+        throw new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name);
+      }
+      throw e;
+    }
+    try {
+      return parse(result);
+    } catch (e) { // the host promises JSON; say so if it ever breaks that
+      throw new ToolFailed(`the host returned invalid JSON: ${e.message}`, name);
+    }
+  }
+
+  const cache = new Map();
+  function tool(name) {
+    let fn = cache.get(name);
+    if (!fn) {
+      // An async function in all but name: the host import is synchronous, so the call
+      // happens now (in program order) and the promise is already settled.
+      fn = { [name](...args) {
+        try {
+          return Promise.resolve(callTool(name, toolArgs(name, args)));
+        } catch (e) {
+          return Promise.reject(e);
+        }
+      } }[name];
+      cache.set(name, fn);
+    }
+    return fn;
+  }
+  const isToolName = (name) => typeof name === 'string' && !name.startsWith('_')
+    && !NOT_TOOLS.has(name) && !OBJECT_METHODS.has(name);
+
+  // Any public name is a tool; the host decides which exist (and denies the rest).
+  return new Proxy(Object.create(null), {
+    get(_, name) {
+      if (isToolName(name)) return tool(name);
+      return typeof name === 'string' && OBJECT_METHODS.has(name) ? objectProto[name] : undefined;
+    },
+    has: (_, name) => isToolName(name),
+    ownKeys: () => listTools(host).map((t) => t.name).filter(isToolName),
+    getOwnPropertyDescriptor: (_, name) => (isToolName(name)
+      ? { value: tool(name), writable: false, enumerable: true, configurable: true }
+      : undefined),
+    set: () => false,
+    defineProperty: () => false,
+    deleteProperty: () => false,
+    setPrototypeOf: () => false,
+  });
+}
+
+/** The tools this run may call: [{name, description, args_schema}], sorted by name. */
+export function listTools(host) {
+  return host.listTools().map((info) => {
+    let schema;
+    try {
+      schema = parse(info.argsSchema);
+    } catch {
+      schema = info.argsSchema;
+    }
+    return { name: info.name, description: info.description, args_schema: schema };
+  });
+}
+
+// ------------------------------------------------------------- errors and stacks
+/** A string that can cross the component boundary (no lone surrogates). */
+function clean(s) {
+  s = String(s);
+  return isWellFormed(s) ? s : (typeof s.toWellFormed === 'function' ? s.toWellFormed() : s);
+}
+
+function safe(f, fallback) {
+  try {
+    return f();
+  } catch {
+    return fallback;
+  }
+}
+
+function errorKind(e) {
+  return safe(() => {
+    // `throw "x"`, `throw {code: 1}`: JS allows any value; without a name it is an Error
+    if (e !== null && typeof e === 'object' && typeof e.name === 'string' && e.name) return e.name;
+    return 'Error';
+  }, 'Error');
+}
+
+function errorMessage(e) {
+  return safe(() => {
+    if (e !== null && typeof e === 'object' && 'message' in e) return String(e.message);
+    if (typeof e === 'string') return e;
+    return inspect(e, 1);
+  }, '<unprintable>');
+}
+
+// Stack frames of user code. SpiderMonkey names code compiled by `new AsyncFunction`
+// after the place that compiled it ("core.js line 412 > AsyncFunction:3:5") and puts two
+// header lines before the body ("async function anonymous(\n) {\n"). SITE is measured
+// once with the same compile() call, so it is right whatever path the build used.
+const AsyncFunction = (async function () {}).constructor;
+const HEADER_LINES = 2;
+function compile(Ctor, code) { return new Ctor(code); }
+const SITE = safe(() => {
+  const stack = compile(Function, 'return new Error().stack')();
+  const m = /@(.* line \d+ > )Function:\d+:\d+/.exec(stack);
+  return m ? m[1] : null;
+}, null);
+
+/**
+ * The user-code part of `e.stack`, as node-style "    at f (<code>:3:5)" lines.
+ *
+ * The runner's own frames and the engine's self-hosted ones are dropped (as the Python
+ * guest drops its own): a traceback starts and ends in the code the model wrote.
+ */
+export function userFrames(stack) {
+  if (typeof stack !== 'string' || !SITE) return [];
+  const mark = '@' + SITE + 'AsyncFunction';
+  const lines = [];
+  for (const frame of stack.split('\n')) {
+    const at = frame.indexOf(mark);
+    if (at < 0) continue;
+    let name = frame.slice(0, at);
+    const isAsync = name.startsWith('async*');
+    if (isAsync) name = name.slice(6);
+    const rest = frame.slice(at + mark.length);
+    // ":L:C" for the code itself; " line L > eval:1:1" for code it eval'd
+    let m = /^:(\d+):(\d+)$/.exec(rest);
+    let where;
+    if (m) {
+      where = `<code>:${m[1] - HEADER_LINES}:${m[2]}`;
+    } else if ((m = /^ line (\d+) > (.*)$/.exec(rest))) {
+      where = `<code>:${m[1] - HEADER_LINES} > ${m[2]}`;
+    } else {
+      continue;
+    }
+    const shown = name && name !== 'anonymous' ? `${name} (${where})` : where;
+    lines.push(`    at ${isAsync ? 'async ' : ''}${shown}`);
+  }
+  return lines;
+}
+
+/** "Kind: message" and the user frames; causes and aggregated errors follow. */
+export function formatError(e, depth = 0) {
+  const head = `${errorKind(e)}: ${errorMessage(e)}`;
+  if (e === null || typeof e !== 'object') return head;
+  const parts = [head, ...safe(() => userFrames(e.stack), [])];
+  if (depth < 5) {
+    safe(() => {
+      if (isArray(e.errors)) {
+        e.errors.slice(0, 10).forEach((sub, i) => {
+          parts.push(`  [${i}] ` + formatError(sub, depth + 1).split('\n').join('\n  '));
+        });
+      }
+      if (e.cause !== undefined) parts.push('Caused by: ' + formatError(e.cause, depth + 1));
+    });
+  }
+  return parts.join('\n');
+}
+
+function errorText(e) {
+  return `${errorKind(e)}: ${errorMessage(e)}`;
+}
+
+function guestException(e) {
+  return {
+    kind: clean(errorKind(e)),
+    message: clean(errorMessage(e)),
+    traceback: clean(safe(() => formatError(e), '')),
+  };
+}
+
+function syntaxError(e, code) {
+  const message = clean(errorMessage(e));
+  let traceback = `SyntaxError: ${message}`;
+  safe(() => {
+    const line = e.lineNumber - HEADER_LINES;
+    const lines = code.split(/\r\n|[\n\r\u2028\u2029]/);
+    if (line >= 1 && line <= lines.length) {
+      const col = Math.max(1, e.columnNumber | 0);
+      traceback = `<code>:${line}:${col}\n${lines[line - 1]}\n${' '.repeat(col - 1)}^\n` + traceback;
+    }
+  });
+  return { kind: clean(errorKind(e)), message, traceback: clean(traceback) };
+}
+
+// ------------------------------------------------------------ dynamic import()
+// StarlingMonkey resolves `import("./x")` through a filesystem the component does not
+// have, and that traps the instance instead of rejecting. The code is scanned for the
+// `import` keyword followed by `(` and that keyword is replaced by IMPORT_STANDIN, a
+// same-length identifier (line and column numbers stay right) bound to a function that
+// rejects. `import` hidden in a string given to eval/new Function still traps: the host
+// reports the trap; nothing escapes.
+export const IMPORT_STANDIN = '\u026Amport'; // "ɪmport": 6 UTF-16 units, like "import"
+const REGEX_AFTER_WORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete',
+  'void', 'throw', 'case', 'do', 'else', 'yield', 'await']);
+
+/** The code with every dynamic `import(` keyword replaced by IMPORT_STANDIN. */
+export function hideDynamicImport(code) {
+  if (!code.includes('import')) return code;
+  const n = code.length;
+  const hits = [];
+  const braces = []; // '{' for a block or object, '`' for a template's ${ }
+  let i = 0;
+  let prev = ''; // the last significant token: '' (start), 'x' (value), a word, or punctuation
+
+  const skipSpace = (j) => {
+    for (;;) {
+      while (j < n && /\s/.test(code[j])) j++;
+      if (code.startsWith('//', j)) {
+        while (j < n && code[j] !== '\n') j++;
+      } else if (code.startsWith('/*', j)) {
+        const end = code.indexOf('*/', j + 2);
+        j = end < 0 ? n : end + 2;
+      } else {
+        return j;
+      }
+    }
+  };
+  const template = () => { // i is just inside a template; stop after '`' or '${'
+    while (i < n) {
+      const c = code[i];
+      if (c === '\\') i += 2;
+      else if (c === '`') { i++; prev = 'x'; return; }
+      else if (c === '$' && code[i + 1] === '{') { i += 2; braces.push('`'); prev = '{'; return; }
+      else i++;
+    }
+  };
+
+  while (i < n) {
+    const j = skipSpace(i);
+    if (j !== i) { i = j; continue; }
+    const c = code[i];
+    if (c === '"' || c === "'") {
+      i++;
+      while (i < n && code[i] !== c && code[i] !== '\n') i += code[i] === '\\' ? 2 : 1;
+      i++;
+      prev = 'x';
+    } else if (c === '`') {
+      i++;
+      template();
+    } else if (c === '{') {
+      braces.push('{');
+      i++;
+      prev = '{';
+    } else if (c === '}') {
+      i++;
+      if (braces.pop() === '`') template();
+      else prev = '}';
+    } else if (c === '/') {
+      const regexOk = prev === '' || (prev.length === 1 && !')]x'.includes(prev) && !/\w/.test(prev))
+        || REGEX_AFTER_WORD.has(prev);
+      i++;
+      if (regexOk) {
+        let cls = false;
+        while (i < n && code[i] !== '\n') {
+          const d = code[i];
+          if (d === '\\') { i += 2; continue; }
+          i++;
+          if (d === '[') cls = true;
+          else if (d === ']') cls = false;
+          else if (d === '/' && !cls) break;
+        }
+        while (i < n && /[a-z]/i.test(code[i])) i++;
+        prev = 'x';
+      } else {
+        prev = '/';
+      }
+    } else if (/[A-Za-z_$\u0080-\uffff\\]/.test(c)) {
+      const start = i;
+      while (i < n && /[\w$\u0080-\uffff\\]/.test(code[i])) i++;
+      const word = code.slice(start, i);
+      if (word === 'import' && prev !== '.') {
+        const k = skipSpace(i);
+        if (code[k] === '(' && !isMethodDefinition(code, k)) hits.push(start);
+      }
+      prev = REGEX_AFTER_WORD.has(word) ? word : 'x';
+    } else if (/[0-9]/.test(c)) {
+      while (i < n && /[\w.]/.test(code[i])) i += /[eE]/.test(code[i]) && /[+-]/.test(code[i + 1]) ? 2 : 1;
+      prev = 'x';
+    } else {
+      i++;
+      prev = c;
+    }
+  }
+  if (!hits.length) return code;
+  let result = '';
+  let last = 0;
+  for (const at of hits) {
+    result += code.slice(last, at) + IMPORT_STANDIN;
+    last = at + 6;
+  }
+  return result + code.slice(last);
+}
+
+// `import(x) { ... }` is a method named import (in a class or object literal), not a call.
+function isMethodDefinition(code, open) {
+  let depth = 0;
+  for (let j = open; j < code.length; j++) {
+    if (code[j] === '(') depth++;
+    else if (code[j] === ')' && --depth === 0) return /^\s*\{/.test(code.slice(j + 1, j + 64));
+  }
+  return false;
+}
+
+function importStandin(specifier) {
+  return Promise.reject(new TypeError(
+    `import(${safe(() => stringify(String(specifier)), '?')}) is not available: `
+    + 'the sandbox has no modules; reach the outside world through `tools`'));
+}
+
+// ---------------------------------------------------------------------- console
+const MAX_INSPECT_DEPTH = 20;
+
+/**
+ * Renders a value for console output: strings as they are, other primitives as node
+ * prints them, plain data as compact JSON (the same text JSON.stringify gives), and
+ * everything JSON cannot carry inline in a readable form (`Map(1) {1 => 2}`,
+ * `[Function: f]`, `undefined`, `[Circular]`). Getters are shown, never called.
+ */
+export function inspect(v, depth = 0, seen = new Set()) {
+  switch (typeof v) {
+    case 'string': return depth === 0 ? v : stringify(v);
+    case 'number': return Object.is(v, -0) ? '-0' : String(v);
+    case 'bigint': return `${v}n`;
+    case 'symbol': return v.toString();
+    case 'undefined': return 'undefined';
+    case 'boolean': return String(v);
+    case 'function': {
+      const name = safe(() => v.name, '') || '(anonymous)';
+      return safe(() => /^class\b/.test(Function.prototype.toString.call(v)), false)
+        ? `[class ${name}]` : `[Function: ${name}]`;
+    }
+  }
+  if (v === null) return 'null';
+  if (seen.has(v)) return '[Circular]';
+  if (v instanceof Error) {
+    return depth === 0 ? formatError(v) : `[${errorText(v)}]`;
+  }
+  if (depth >= MAX_INSPECT_DEPTH) return isArray(v) ? '[Array]' : '[Object]';
+  seen.add(v);
+  try {
+    const sub = (x) => inspect(x, depth + 1, seen);
+    const name = typeName(v);
+    if (isArray(v)) {
+      const items = [];
+      for (let i = 0; i < v.length; i++) items.push(i in v ? sub(v[i]) : '<empty>');
+      return (name === 'Array' ? '' : name + ' ') + '[' + items.join(',') + ']';
+    }
+    if (v instanceof Map) {
+      const items = [...v].map(([k, x]) => `${sub(k)} => ${sub(x)}`);
+      return `Map(${v.size}) {${items.join(', ')}}`;
+    }
+    if (v instanceof Set) return `Set(${v.size}) {${[...v].map(sub).join(', ')}}`;
+    if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();
+    if (v instanceof RegExp) return String(v);
+    if (v instanceof Promise) return 'Promise {}';
+    if (ArrayBuffer.isView(v) && !(v instanceof DataView)) {
+      return `${name}(${v.length}) [${Array.prototype.map.call(v, sub).join(',')}]`;
+    }
+    if (v instanceof ArrayBuffer) return `ArrayBuffer(${v.byteLength})`;
+    if (v instanceof String || v instanceof Number || v instanceof Boolean) {
+      return `[${name}: ${sub(v.valueOf())}]`;
+    }
+    const items = [];
+    for (const key of objectKeys(v)) {
+      const d = getOwnPropertyDescriptor(v, key);
+      const shown = !d ? 'undefined' : 'value' in d ? sub(d.value)
+        : d.get && d.set ? '[Getter/Setter]' : d.get ? '[Getter]' : '[Setter]';
+      items.push(`${stringify(key)}:${shown}`);
+    }
+    const prefix = isPlainObject(v) ? '' : name + ' ';
+    return prefix + '{' + items.join(',') + '}';
+  } finally {
+    seen.delete(v);
+  }
+}
+
+/** node's util.format: %s %d %i %f %j %o %O %c %%, then the rest joined by spaces. */
+export function format(args) {
+  let first = 0;
+  let head = '';
+  if (typeof args[0] === 'string' && args.length > 1 && args[0].includes('%')) {
+    let a = 1;
+    head = args[0].replace(/%([sdifjoOc%])/g, (m, f) => {
+      if (f === '%') return '%';
+      if (a >= args.length) return m;
+      const x = args[a++];
+      switch (f) {
+        case 's': return typeof x === 'string' ? x : inspect(x, 1);
+        case 'd': return typeof x === 'bigint' ? `${x}n` : typeof x === 'symbol' ? 'NaN' : inspect(Number(x));
+        case 'i': return typeof x === 'bigint' ? `${x}n` : typeof x === 'symbol' ? 'NaN' : inspect(parseInt(x, 10));
+        case 'f': return typeof x === 'symbol' ? 'NaN' : inspect(parseFloat(x));
+        case 'j': return safe(() => stringify(x), '[Circular]') ?? 'undefined';
+        case 'c': return '';
+        default: return inspect(x, 1);
+      }
+    });
+    first = a;
+    if (first >= args.length) return head;
+    head += ' ';
+  } else if (args.length === 0) {
+    return '';
+  }
+  return head + args.slice(first).map((x) => inspect(x)).join(' ');
+}
+
+/**
+ * console methods that write one line per call through `write.out` / `write.err`.
+ *
+ * StarlingMonkey's own console sends console.debug to stderr, ignores format strings and
+ * stops a line at a NUL character; these replace log/info/debug (stdout) and
+ * error/warn/trace/assert (stderr), as node does.
+ */
+export function makeConsole(write) {
+  let indent = '';
+  const emit = (sink, args) => {
+    let text;
+    try {
+      text = format(args);
+    } catch (e) {
+      text = `<unprintable: ${safe(() => errorText(e), 'error')}>`;
+    }
+    if (indent) text = indent + text.split('\n').join('\n' + indent);
+    sink(clean(text).replace(/\0/g, '\uFFFD'));
+  };
+  const out = (...args) => emit(write.out, args);
+  const err = (...args) => emit(write.err, args);
+  return {
+    log: out,
+    info: out,
+    debug: out,
+    dir: (x) => emit(write.out, [inspect(x, 1)]),
+    error: err,
+    warn: err,
+    trace: (...args) => {
+      const frames = userFrames(safe(() => new Error().stack, ''));
+      emit(write.err, [['Trace' + (args.length ? ': ' + format(args) : ''), ...frames].join('\n')]);
+    },
+    assert: (ok, ...args) => {
+      if (!ok) emit(write.err, ['Assertion failed' + (args.length ? ': ' + format(args) : '')]);
+    },
+    group: (...args) => {
+      if (args.length) out(...args);
+      indent += '  ';
+    },
+    groupCollapsed: (...args) => {
+      if (args.length) out(...args);
+      indent += '  ';
+    },
+    groupEnd: () => {
+      indent = indent.slice(2);
+    },
+  };
+}
+
+// ----------------------------------------------------------------------- timers
+/**
+ * setTimeout/setInterval that keep count of what is pending, so a run can tell "waiting
+ * for a timer" from "waiting for something that will never happen".
+ *
+ * A callback that throws fails the run (as an uncaught exception does in node) instead
+ * of reaching StarlingMonkey's event loop, which would trap the instance.
+ */
+function makeTimers(real, onError, wake) {
+  const active = new Set();
+  const guard = (cb, args, id, once) => () => {
+    if (once) active.delete(id.value);
+    try {
+      cb(...args);
+    } catch (e) {
+      onError(e);
+    }
+    wake();
+  };
+  const check = (cb) => {
+    if (typeof cb !== 'function') {
+      throw new TypeError(`The "callback" argument must be a function, got ${typeName(cb)}`);
+    }
+  };
+  const clear = (id) => {
+    if (active.delete(id)) {
+      real.clearTimeout(id);
+      real.clearInterval(id);
+      wake();
+    }
+  };
+  return {
+    active,
+    setTimeout(cb, ms, ...args) {
+      check(cb);
+      const id = {};
+      id.value = real.setTimeout(guard(cb, args, id, true), ms);
+      active.add(id.value);
+      return id.value;
+    },
+    setInterval(cb, ms, ...args) {
+      check(cb);
+      const id = {};
+      id.value = real.setInterval(guard(cb, args, id, false), ms);
+      active.add(id.value);
+      return id.value;
+    },
+    clearTimeout: clear,
+    clearInterval: clear,
+    clearAll() {
+      for (const id of active) {
+        real.clearTimeout(id);
+        real.clearInterval(id);
+      }
+      active.clear();
+    },
+  };
+}
+
+// ------------------------------------------------------------------------- a run
+const ok = (text) => ({ tag: 'ok', val: text });
+const fail = (tag, val) => ({ tag: 'err', val: { tag, val } });
+export const NEVER_SETTLES = 'the code awaited something that never settles '
+  + '(a promise that nothing resolves: no timer or tool call is pending)';
+// Event-loop turns with the code's promise pending and none of its timers pending before
+// the run is declared stuck. Not 1: native streams (CompressionStream, Blob and Response
+// bodies) advance one chunk per turn, invisibly to JS (1 MiB through gzip took 66 turns).
+// A turn costs ~15 us, so a stuck run is reported after ~15 ms.
+export const MAX_IDLE_TURNS = 1000;
+
+// Prebuilt, so reporting cannot fail even when there is no memory left to build one.
+const FALLBACK = fail('exception', {
+  kind: 'InternalError', message: 'the guest failed while reporting an error', traceback: '',
+});
+
+/**
+ * Makes `run(code, inputJson)`, resolving to a `result<string, run-error>` object.
+ *
+ * `host`: {call(name, argsJson) -> string (throws {payload: {tag, val}} on Err),
+ * listTools() -> [{name, description, argsSchema}]}.
+ * `timers`: the engine's real setTimeout/clearTimeout/setInterval/clearInterval.
+ * `global`: the object the code's names live on (globalThis).
+ * `maxIdleTurns`: see MAX_IDLE_TURNS (node's setTimeout(0) waits 1 ms: tests lower it).
+ */
+export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS }) {
+  let current = null; // the state of the run in progress
+
+  function output(value) {
+    const state = current;
+    if (!state || state.closed) return; // a straggler after its run ended: ignored
+    if (state.hasOutput) {
+      // latched: the run fails even if the code catches this
+      state.violation = 'output() called more than once';
+      throw new Error(state.violation);
+    }
+    state.hasOutput = true;
+    state.output = value;
+  }
+
+  function define(name, value) {
+    Object.defineProperty(global, name, { value, writable: true, configurable: true, enumerable: false });
+  }
+
+  async function execute(code, inputJson) {
+    const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
+    current = state;
+
+    let input = null;
+    if (!['', 'null'].includes(inputJson.trim())) {
+      try {
+        input = parse(inputJson);
+      } catch (e) {
+        return fail('contract', clean(`input is not valid JSON: ${e.message}`));
+      }
+    }
+
+    let fn;
+    try {
+      fn = compile(AsyncFunction, hideDynamicImport(code));
+    } catch (e) {
+      return e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e));
+    }
+
+    // The names the code sees. Globals, not parameters: `const output = ...` in the code
+    // must shadow them, not be a redeclaration error.
+    let wakeDriver = () => {};
+    let tickPending = false;
+    let idleTurns = 0;
+    const timers = makeTimers(realTimers, (e) => {
+      if (!state.uncaught) state.uncaught = { error: e };
+    }, () => {
+      idleTurns = 0; // a timer fired or was cleared: progress
+      wake();
+    });
+    function wake() { // decide on a fresh event-loop turn, after the microtasks have run
+      if (tickPending || state.closed) return;
+      tickPending = true;
+      realTimers.setTimeout(() => {
+        tickPending = false;
+        wakeDriver();
+      }, 0);
+    }
+    define('tools', makeTools(host));
+    define('output', output);
+    define('INPUT', input);
+    define('listTools', () => listTools(host));
+    for (const cls of TOOL_ERRORS) define(cls.name, cls);
+    define(IMPORT_STANDIN, importStandin);
+    for (const name of ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval']) define(name, timers[name]);
+
+    // Drive the code's promise. The host import is synchronous, so tool calls settle at
+    // once; timers and native streams need the event loop. When turn after turn finds the
+    // promise pending and no timer of the code pending, nothing will ever settle it, and
+    // the run ends with a contract error (StarlingMonkey would trap with "event loop
+    // error" once its own queue ran dry with the export's promise pending).
+    let settled;
+    try {
+      settled = await new Promise((resolve) => {
+        const finish = (outcome) => {
+          if (state.closed) return;
+          state.closed = true;
+          resolve(outcome);
+        };
+        wakeDriver = () => {
+          if (state.uncaught) return finish({ error: state.uncaught.error });
+          if (timers.active.size) return; // the timer's callback wakes the driver again
+          if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
+          wake();
+        };
+        promiseThen.call(fn(), (value) => finish({ value }), (error) => finish({ error }));
+        wake();
+      });
+    } finally {
+      state.closed = true;
+      timers.clearAll();
+    }
+
+    if (state.violation !== null) return fail('contract', state.violation);
+    if (state.uncaught) return fail('exception', guestException(state.uncaught.error));
+    if ('error' in settled) return fail('exception', guestException(settled.error));
+    if (settled.stalled) return fail('contract', NEVER_SETTLES);
+
+    let value = state.hasOutput ? state.output : settled.value;
+    if (value === undefined) value = null;
+    const { text, problem } = toJson(value);
+    if (problem) return fail('contract', clean(`result is not JSON: ${problem}`));
+    return ok(text);
+  }
+
+  return async function run(code, inputJson) {
+    try {
+      // Yield once before any code runs: the bindings subscribe to this promise by
+      // looking `then` up, and code that patches Promise.prototype.then would otherwise
+      // leave the export unsettled (StarlingMonkey then traps).
+      await null;
+      return await execute(String(code), String(inputJson));
+    } catch (e) { // a bug in the runner itself: report it, never trap
+      try {
+        return fail('exception', guestException(e));
+      } catch {
+        return FALLBACK;
+      }
+    } finally {
+      current = null;
+    }
+  };
+}

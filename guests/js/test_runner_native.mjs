@@ -1,0 +1,156 @@
+// Native tests of the JS guest's logic (core.js), without wasm: `node guests/js/test_runner_native.mjs`.
+//
+// core.js takes the host (`call`, `listTools`) and the engine's timers as parameters, so
+// node can drive it with a fake host here. What only the real component can show (stack
+// line numbers, StarlingMonkey's console and event loop, traps) is checked against the
+// built component by the host's conformance tests.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  createRunner, toJson, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+} from './core.js';
+
+// The bindings throw an Err from `call` as a ComponentError carrying the variant.
+class ComponentError extends Error {
+  constructor(payload) {
+    super('see payload');
+    this.payload = payload;
+  }
+}
+
+const calls = [];
+const host = {
+  call(name, argsJson) {
+    calls.push([name, argsJson]);
+    const args = JSON.parse(argsJson);
+    if (name === 'add') return JSON.stringify(args.a + args.b);
+    if (name === 'echo') return argsJson;
+    if (name === 'fail') throw new ComponentError({ tag: 'failed', val: 'tool fail: boom' });
+    if (name === 'spent') throw new ComponentError({ tag: 'budget-exhausted', val: 'no calls left' });
+    throw new ComponentError({ tag: 'denied', val: `tool '${name}' is not allowed` });
+  },
+  listTools: () => [
+    { name: 'add', description: 'adds', argsSchema: '{"type":"object"}' },
+    { name: 'echo', description: 'echoes', argsSchema: 'not json' },
+  ],
+};
+const timers = { setTimeout, clearTimeout, setInterval, clearInterval };
+// node clamps setTimeout(0) to 1 ms; a few idle turns are enough without native streams
+const run = createRunner({ host, timers, maxIdleTurns: 3 });
+
+const ok = (val) => ({ tag: 'ok', val });
+const contract = (val) => ({ tag: 'err', val: { tag: 'contract', val } });
+async function exception(code) {
+  const r = await run(code, 'null');
+  assert.equal(r.tag, 'err');
+  assert.equal(r.val.tag, 'exception', JSON.stringify(r));
+  return r.val.val;
+}
+
+test('strict JSON: the Python guest\'s path messages', () => {
+  const cases = [
+    [{ items: [1, 2, 3, new Set()] }, '$.items[3] is a Set'],
+    [[NaN], '$[0] is NaN'],
+    [{ x: Infinity }, '$.x is Infinity'],
+    [[1, undefined], '$[1] is undefined'],
+    [[1, , 2], '$[1] is undefined'], // eslint-disable-line no-sparse-arrays
+    [{ 'a b': 1n }, '$["a b"] is a BigInt'],
+    [{ f() {} }, '$.f is a function'],
+    [{ d: new Date(0) }, '$.d is a Date'],
+    [['\ud800'], '$[0] is a string with a lone surrogate'],
+    [{ [Symbol('k')]: 1 }, '$ has a non-string key Symbol(k) (symbol)'],
+  ];
+  for (const [value, problem] of cases) assert.deepEqual(toJson(value), { problem });
+  const cyclic = { a: {} };
+  cyclic.a.b = cyclic;
+  assert.deepEqual(toJson(cyclic), { problem: '$.a.b is a cycle (it contains itself)' });
+  let deep = 1;
+  for (let i = 0; i < 201; i++) deep = [deep];
+  assert.match(toJson(deep).problem, /^\$(\[0\]){200} is nested more than 200 levels deep$/);
+});
+
+test('strict JSON: plain data encodes like JSON.stringify', () => {
+  const shared = [1];
+  const value = { a: [1, 2.5, -0, 'é"\n', true, null, shared, shared], b: Object.create(null), 'c-d': {} };
+  assert.deepEqual(toJson(value), { text: JSON.stringify(value) });
+});
+
+test('tool arguments: one plain object, checked before the host sees it', () => {
+  assert.equal(toolArgs('t', []), '{}');
+  assert.equal(toolArgs('t', [{ a: [1] }]), '{"a":[1]}');
+  assert.throws(() => toolArgs('t', [{ a: [0, NaN] }]),
+    { name: 'TypeError', message: 'tools.t() arguments are not JSON: $.a[1] is NaN' });
+  assert.throws(() => toolArgs('t', [1, 'x']),
+    { name: 'TypeError', message: 'tools.t() takes one plain object of arguments, got 2 arguments (number, string)' });
+  assert.throws(() => toolArgs('t', [[1]]), { message: /got 1 argument \(Array\)/ });
+});
+
+test('dynamic import() is replaced, strings, comments, regexes and methods are not', () => {
+  const src = 'const m = await import("x"); // import("y")\nconst s = "import(z)", r = /import\\(/, t = `${import("w")}`;\n'
+    + 'const o = { import(a) { return a } }; o.import(1);';
+  const out = hideDynamicImport(src);
+  assert.equal(out.length, src.length); // positions in errors stay right
+  assert.equal(out.split(IMPORT_STANDIN).length - 1, 2);
+  assert.ok(out.includes('// import("y")') && out.includes('"import(z)"') && out.includes('o.import(1)'));
+});
+
+test('console formatting: node-like primitives, JSON-ish objects, format strings', () => {
+  assert.equal(format(['a', 1, { x: [1, 's'] }, [undefined], null, -0, 5n]), 'a 1 {"x":[1,"s"]} [undefined] null -0 5n');
+  assert.equal(format(['%s=%d %j %%', 'k', 42, { j: 1 }, 'rest']), 'k=42 {"j":1} % rest');
+  assert.equal(format([new Map([[1, { a: 2 }]]), new Set(['s'])]), 'Map(1) {1 => {"a":2}} Set(1) {"s"}');
+  const o = { get g() { throw new Error('never called') } };
+  o.self = o;
+  assert.equal(format([o]), '{"g":[Getter],"self":[Circular]}');
+});
+
+test('values: return, output, undefined -> null, input', async () => {
+  assert.deepEqual(await run('return {a: [1, "x", null]}', 'null'), ok('{"a":[1,"x",null]}'));
+  assert.deepEqual(await run('1 + 1', 'null'), ok('null'));
+  assert.deepEqual(await run('output(1); return 2', 'null'), ok('1'));
+  assert.deepEqual(await run('const output = 5; return output', 'null'), ok('5')); // shadowing is allowed
+  assert.deepEqual(await run('return INPUT', ' '), ok('null'));
+  assert.deepEqual(await run('return INPUT.s + "✓"', '{"s":"😀"}'), ok('"😀✓"'));
+  const bad = await run('return 1', '{nope');
+  assert.equal(bad.val.tag, 'contract');
+  assert.match(bad.val.val, /^input is not valid JSON: /);
+});
+
+test('contract errors: output twice (even caught), non-JSON result, never settles', async () => {
+  assert.deepEqual(await run('output(1); try { output(2) } catch {} return 3', 'null'),
+    contract('output() called more than once'));
+  assert.deepEqual(await run('return {items: [1, 2, 3, new Set()]}', 'null'),
+    contract('result is not JSON: $.items[3] is a Set'));
+  assert.deepEqual(await run('output(tools.add({a: 1, b: 2}))', 'null'), contract('result is not JSON: $ is a Promise'));
+  assert.deepEqual(await run('await new Promise(() => {})', 'null'), contract(NEVER_SETTLES));
+  assert.deepEqual(await run('await new Promise(r => setTimeout(r, 5)); return 1', 'null'), ok('1'));
+});
+
+test('tools: await, Promise.all, ToolError family, listTools', async () => {
+  assert.deepEqual(await run('return await tools.add({a: 1, b: 2})', 'null'), ok('3'));
+  assert.deepEqual(await run('return await Promise.all([tools.add({a: 1, b: 2}), tools.echo({x: 1}), tools.echo()])', 'null'),
+    ok('[3,{"x":1},{}]'));
+  const caught = await run(`try { await tools.nope({}) } catch (e) {
+    return [e instanceof ToolDenied, e instanceof ToolError, e.kind, e.name, e.tool, e.message, String(e)] }`, 'null');
+  assert.deepEqual(JSON.parse(caught.val),
+    [true, true, 'denied', 'ToolDenied', 'nope', "tool 'nope' is not allowed", "tool 'nope' is not allowed"]);
+  assert.deepEqual(await run('try { await tools.spent() } catch (e) { return [e.kind, e instanceof ToolBudgetExhausted] }', 'null'),
+    ok('["budget_exhausted",true]'));
+  const failed = await exception('await tools.fail({})');
+  assert.deepEqual([failed.kind, failed.message], ['ToolFailed', 'tool fail: boom']);
+  assert.deepEqual(await run('return [typeof tools._x, typeof tools.then, Object.keys(tools), listTools()[1].args_schema]', 'null'),
+    ok('["undefined","undefined",["add","echo"],"not json"]'));
+});
+
+test('errors: syntax, thrown values, dynamic import', async () => {
+  const syntax = await run('let x = ;', 'null');
+  assert.equal(syntax.val.tag, 'syntax');
+  assert.equal(syntax.val.val.kind, 'SyntaxError');
+  const thrown = await exception('throw new RangeError("too far")');
+  assert.deepEqual([thrown.kind, thrown.message], ['RangeError', 'too far']);
+  assert.match(thrown.traceback, /^RangeError: too far/);
+  const str = await exception('throw "plain"');
+  assert.deepEqual([str.kind, str.message], ['Error', 'plain']);
+  const timer = await exception('setTimeout(() => { throw new TypeError("in timer") }, 0); await new Promise(r => setTimeout(r, 20))');
+  assert.deepEqual([timer.kind, timer.message], ['TypeError', 'in timer']);
+  assert.deepEqual(await run('try { await import("node:fs") } catch (e) { return e.name }', 'null'), ok('"TypeError"'));
+});
