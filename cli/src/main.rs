@@ -47,18 +47,21 @@ enum Command {
 #[derive(Clone, Copy, ValueEnum)]
 enum Lang {
     Python,
+    Js,
 }
 
 impl Lang {
     fn name(self) -> &'static str {
         match self {
             Lang::Python => "python",
+            Lang::Js => "js",
         }
     }
 
     fn from_path(path: &Path) -> Option<Lang> {
         match path.extension()?.to_str()? {
             "py" => Some(Lang::Python),
+            "js" | "mjs" => Some(Lang::Js),
             _ => None,
         }
     }

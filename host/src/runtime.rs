@@ -34,6 +34,14 @@ impl Runtime {
         Self::builtin(engine, "python")
     }
 
+    /// The SpiderMonkey (JavaScript) guest built by `cargo xtask guests`.
+    ///
+    /// # Errors
+    /// As [`Runtime::python`].
+    pub fn javascript(engine: &Engine) -> Result<Self, Error> {
+        Self::builtin(engine, "js")
+    }
+
     fn builtin(engine: &Engine, language: &str) -> Result<Self, Error> {
         let path = builtin_guest_path(language);
         if !path.is_file() {

@@ -3,6 +3,7 @@
 //! The Python guest must be built first (`cargo xtask guests`); tests that need it
 //! fail loudly with that instruction rather than passing silently.
 
+mod conformance;
 mod python_broker;
 mod python_guest;
 mod python_isolation;

@@ -11,16 +11,32 @@ pub fn python() -> Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
-            let engine = Engine::new(EngineConfig::default()).expect("engine");
-            Runtime::python(&engine)
+            Runtime::python(&engine())
                 .unwrap_or_else(|err| panic!("{err} (the tests need the Python guest: run `cargo xtask guests`)"))
         })
         .clone()
 }
 
+/// The JavaScript runtime, compiled (or loaded from the precompile cache) once.
+pub fn javascript() -> Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            Runtime::javascript(&engine())
+                .unwrap_or_else(|err| panic!("{err} (the tests need the JS guest: run `cargo xtask guests`)"))
+        })
+        .clone()
+}
+
+fn engine() -> Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| Engine::new(EngineConfig::default()).expect("engine")).clone()
+}
+
 /// The tools the tests use, with real behaviour.
 pub fn tools() -> Tools {
     let object = json!({"type": "object"});
+    let city_schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
     let mut tools = Tools::new();
     tools
         .register(Tool::new("add", "Adds a and b", object.clone(), |args| async move {
@@ -33,7 +49,7 @@ pub fn tools() -> Tools {
         .unwrap()
         .register(Tool::new("echo", "Returns its arguments", object.clone(), |args| async move { Ok(args) }))
         .unwrap()
-        .register(Tool::new("weather", "Weather for a city", object.clone(), |args| async move {
+        .register(Tool::new("weather", "Weather for a city", city_schema, |args| async move {
             match args["city"].as_str() {
                 Some("Paris") => Ok(json!({"city": "Paris", "temp_c": 18.5, "sky": "cloudy"})),
                 Some("Oslo") => Ok(json!({"city": "Oslo", "temp_c": -3, "sky": "snow"})),

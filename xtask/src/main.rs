@@ -1,7 +1,7 @@
 //! `cargo xtask` — the project's build steps that need more than cargo: pip, npm,
 //! rustup. Kept out of build.rs so that building the host never touches the network.
 //!
-//! - `cargo xtask setup`  — install what the other steps need (rustup target, venv).
+//! - `cargo xtask setup`  — install what the other steps need (rustup target, venv, node).
 //! - `cargo xtask guests` — build the guest components into `target/guests/`.
 //! - `cargo xtask demo`   — setup + guests + run the demo (Python snippets calling tools).
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + every test.
@@ -81,6 +81,9 @@ fn setup(root: &Path) -> Result<()> {
             COMPONENTIZE_PY,
         ]))?;
     }
+    if Command::new("npm").arg("--version").output().is_err() {
+        apt_install(&["nodejs", "npm"])?;
+    }
     Ok(())
 }
 
@@ -97,17 +100,33 @@ fn apt_install(packages: &[&str]) -> Result<()> {
 fn build_guests(root: &Path) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
-    let out = out_dir.join("python.wasm");
-    let stamp = out_dir.join("python.stamp");
-    let inputs = fingerprint(&[root.join("wit"), root.join("guests/python")], COMPONENTIZE_PY)?;
+    build_guest(root, "python", COMPONENTIZE_PY, || {
+        run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
+            .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-o"])
+            .arg(out_dir.join("python.wasm")))
+    })?;
+    let lock = std::fs::read_to_string(root.join("guests/js/package-lock.json"))?;
+    build_guest(root, "js", &lock, || {
+        // The lock file pins componentize-js; `npm ci` installs exactly it.
+        if !root.join("guests/js/node_modules/@bytecodealliance/componentize-js").is_dir() {
+            run(Command::new("npm").args(["ci", "--silent", "--no-audit", "--no-fund", "--prefix", "guests/js"]))?;
+        }
+        run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
+    })
+}
+
+/// Builds `target/guests/<name>.wasm` with `build` unless its inputs (wit/, the guest's
+/// folder, `pins`) are unchanged since the last build.
+fn build_guest(root: &Path, name: &str, pins: &str, build: impl FnOnce() -> Result<()>) -> Result<()> {
+    let out = root.join(format!("target/guests/{name}.wasm"));
+    let stamp = root.join(format!("target/guests/{name}.stamp"));
+    let inputs = fingerprint(&[root.join("wit"), root.join("guests").join(name)], pins)?;
     if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == inputs) {
-        eprintln!("xtask: python guest is up to date");
+        eprintln!("xtask: {name} guest is up to date");
         return Ok(());
     }
     let started = Instant::now();
-    run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
-        .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-o"])
-        .arg(&out))?;
+    build()?;
     std::fs::write(&stamp, inputs)?;
     let size = std::fs::metadata(&out)?.len();
     eprintln!("xtask: built {} ({:.1} MB) in {:.1?}", out.display(), size as f64 / 1e6, started.elapsed());
@@ -134,7 +153,7 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name == "__pycache__" || name.starts_with("test_") {
+        if name == "__pycache__" || name == "node_modules" || name.starts_with("test_") {
             continue;
         }
         if path.is_dir() {
@@ -153,6 +172,14 @@ fn test(root: &Path) -> Result<()> {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
     run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
+    run(Command::new("node").arg("guests/js/test_runner_native.mjs"))?;
+    // Compile each guest once, up front: otherwise the first tests of every test binary
+    // would all compile it at the same time on a cold cache.
+    for lang in ["python", "js"] {
+        run(cargo()
+            .args(["run", "--quiet", "-p", "wasmbox-cli", "--", "precompile", "--lang", lang])
+            .env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
+    }
     run(cargo().args(["test", "--workspace"]).env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
     Ok(())
