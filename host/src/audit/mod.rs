@@ -87,6 +87,10 @@ pub struct TracingSink;
 
 impl AuditSink for TracingSink {
     fn record(&self, event: &AuditEvent) {
+        // Serializing costs more than the rest of a tool call; skip it when nobody listens.
+        if !tracing::enabled!(target: "wasmbox::audit", tracing::Level::INFO) {
+            return;
+        }
         match serde_json::to_string(event) {
             Ok(json) => tracing::info!(target: "wasmbox::audit", "{json}"),
             Err(err) => tracing::warn!(target: "wasmbox::audit", "unserializable audit event: {err}"),
