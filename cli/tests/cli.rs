@@ -115,3 +115,16 @@ fn describe_tools_prints_the_registry() {
     assert_eq!(tools[1]["name"], "weather");
     assert_eq!(tools[1]["args_schema"]["required"], serde_json::json!(["city"]));
 }
+
+#[test]
+fn runs_javascript_with_tools() {
+    let dir = fixture();
+    std::fs::write(dir.path().join("script.js"), "const w = await tools.weather({city: 'Paris'})\nconsole.log('it is', w.temp_c)\nreturn {temp: w.temp_c, loud: await tools.shout({text: 'hi'})}\n").unwrap();
+    let out = wasmbox(dir.path(), &["run", "script.js", "--tools", "tools.toml", "--allow", "weather,shout"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("it is 18\n"), "{stdout}");
+    assert_eq!(stdout.lines().last().unwrap(), r#"{"loud":"HI","temp":18}"#);
+    let out = wasmbox(dir.path(), &["run", "-", "--lang", "js", "--timeout-ms", "200"], Some("while (true) {}"));
+    assert_eq!(out.status.code(), Some(3), "timeout exits 3");
+}

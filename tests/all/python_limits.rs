@@ -124,3 +124,14 @@ async fn cancel_stops_a_guest_waiting_on_a_tool() {
     let outcome = crate::support::sandbox().run_cancellable("tools.slow(ms=60000)", &json!(null), &token).await;
     assert_eq!(outcome.status, Status::Cancelled);
 }
+
+#[tokio::test]
+async fn dropping_the_run_future_stops_the_guest_and_frees_its_slot() {
+    let engine = wasmbox::Engine::new(wasmbox::EngineConfig::default()).unwrap();
+    let sandbox = wasmbox::Sandbox::new(wasmbox::Runtime::python(&engine).unwrap(), wasmbox::Tools::new());
+    let dropped =
+        tokio::time::timeout(std::time::Duration::from_millis(200), sandbox.run("while True:\n    pass")).await;
+    assert!(dropped.is_err(), "the run was still going when its future was dropped");
+    assert_eq!(engine.metrics().runs_running, 0, "its admission slot is free");
+    assert_eq!(value(&sandbox.run("'next'").await), json!("next"));
+}

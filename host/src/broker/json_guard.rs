@@ -188,4 +188,60 @@ mod tests {
         assert!(matches!(serialize_capped(&value, 50, 8, "result"), Err(JsonError::TooLarge { .. })));
         assert_eq!(serialize_capped(&Value::Bool(true), 50, 8, "result").unwrap(), "true");
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+                ".{0,20}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(12, 256, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::btree_map(".{0,8}", inner, 0..6)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn depth(value: &Value) -> u32 {
+            match value {
+                Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+                Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+                _ => 0,
+            }
+        }
+
+        proptest! {
+            /// Valid JSON within the caps round-trips; the text and value depth checks
+            /// agree with the real depth, whatever the caps.
+            #[test]
+            fn caps_agree_with_the_value(value in json_value(), cap in 0u32..16) {
+                let text = value.to_string();
+                let fits = depth(&value) <= cap;
+                prop_assert_eq!(check_text_depth(&text, cap, "x").is_ok(), fits);
+                prop_assert_eq!(check_value_depth(&value, cap, "x").is_ok(), fits);
+                if fits {
+                    prop_assert_eq!(parse_capped(&text, text.len() as u64, cap, "x").unwrap(), value);
+                }
+                let too_small = text.len() as u64 - 1;
+                let is_too_large = matches!(parse_capped(&text, too_small, 512, "x"), Err(JsonError::TooLarge { .. }));
+                prop_assert!(is_too_large);
+            }
+
+            /// Arbitrary text never panics the validator, and what it accepts is JSON.
+            #[test]
+            fn arbitrary_text_is_accepted_only_if_it_is_json(text in "[\\[\\]{}\",:0-9a-zNI.eE+ -]{0,64}") {
+                if let Ok(value) = parse_capped(&text, 1 << 20, 32, "x") {
+                    prop_assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
+                }
+            }
+        }
+    }
 }
