@@ -66,7 +66,7 @@ fn tools() -> Tools {
     tools
 }
 
-const SNIPPETS: &[(&str, &str)] = &[
+const PYTHON_SNIPPETS: &[(&str, &str)] = &[
     (
         "code mode: many tool calls in one script",
         r#"
@@ -105,20 +105,57 @@ except ToolDenied as e:
     ("the sandbox has no filesystem", "open('/etc/passwd').read()"),
 ];
 
+const JS_SNIPPETS: &[(&str, &str)] = &[
+    (
+        "code mode in JavaScript",
+        r#"
+const hits = await tools.search_products({query: "o"});
+const prices = await Promise.all(hits.map(h => tools.get_price({sku: h.sku})));
+prices.forEach((p, i) => console.log(`${hits[i].name.padEnd(22)} ${p.toFixed(2).padStart(7)} EUR`));
+const total = prices.reduce((a, b) => a + b, 0);
+return {items: hits.length, total_gbp: await tools.convert_currency({amount: total, to: "GBP"})};
+"#,
+    ),
+    (
+        "a tool outside the scope is a catchable error",
+        r#"
+try {
+  await tools.delete_account({user: "bob"});
+} catch (e) {
+  if (e instanceof ToolDenied) return `refused: ${e.message}`;
+  throw e;
+}
+"#,
+    ),
+    (
+        "a thrown error",
+        "const cart = {};
+return cart.items.length",
+    ),
+    ("an infinite loop hits the deadline", "while (true) {}"),
+];
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(EngineConfig::default())?;
-    let started = Instant::now();
-    let python = Runtime::python(&engine)?;
-    println!("python guest ready in {:.1?} (cache: {})\n", started.elapsed(), engine.cache_dir().display());
+    let languages: [(&str, fn(&Engine) -> Result<Runtime, wasmbox::Error>, &[(&str, &str)]); 2] =
+        [("python", Runtime::python, PYTHON_SNIPPETS), ("js", Runtime::javascript, JS_SNIPPETS)];
+    for (language, load, snippets) in languages {
+        let started = Instant::now();
+        let runtime = load(&engine)?;
+        println!("{language} guest ready in {:.1?} (cache: {})\n", started.elapsed(), engine.cache_dir().display());
+        let limits = Limits { timeout_ms: 1_000, max_memory_bytes: 128 << 20, ..Limits::default() };
+        let sandbox = Sandbox::new(runtime, tools())
+            .scope(Scope::only(["search_products", "get_price", "convert_currency"]))
+            .limits(limits);
+        run_snippets(&sandbox, language, snippets).await;
+    }
+    Ok(())
+}
 
-    let limits = Limits { timeout_ms: 1_000, max_memory_bytes: 128 << 20, ..Limits::default() };
-    let sandbox = Sandbox::new(python, tools())
-        .scope(Scope::only(["search_products", "get_price", "convert_currency"]))
-        .limits(limits);
-
-    for (title, code) in SNIPPETS {
-        println!("── {title}");
+async fn run_snippets(sandbox: &Sandbox, language: &str, snippets: &[(&str, &str)]) {
+    for (title, code) in snippets {
+        println!("── [{language}] {title}");
         let outcome = sandbox.run(code).await;
         print!("{}", outcome.stdout.text);
         match (&outcome.value, &outcome.error) {
@@ -134,5 +171,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             outcome.stats.fuel_used
         );
     }
-    Ok(())
 }
