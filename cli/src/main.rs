@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use wasmbox::{Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools};
+use wasmbox::{Engine, EngineConfig, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools};
 
 #[derive(Parser)]
 #[command(name = "wasmbox", version, about = "Run untrusted code in a WebAssembly sandbox, with tools and limits")]
@@ -36,6 +36,9 @@ enum Command {
         /// A custom guest component instead of the built-in one.
         #[arg(long)]
         guest: Option<PathBuf>,
+        /// Accept a custom guest that imports the WASI filesystem or sockets (it gets neither).
+        #[arg(long, requires = "guest")]
+        allow_inert_wasi: bool,
     },
     /// Print the tools of a tools file as JSON (what a guest's `list_tools()` shows).
     DescribeTools {
@@ -74,9 +77,14 @@ struct RunArgs {
     /// The script's language (default: from the file extension, else python).
     #[arg(long, value_enum)]
     lang: Option<Lang>,
-    /// A custom guest component targeting the wasmbox:sandbox world.
+    /// A custom guest component targeting the wasmbox:sandbox world; the script is
+    /// its `code`. It may import only what guests get (see docs/guests.md).
     #[arg(long)]
     guest: Option<PathBuf>,
+    /// Accept a custom guest that imports the WASI filesystem or sockets: it gets neither
+    /// (no preopened directories, no network), but a language runtime may link them anyway.
+    #[arg(long, requires = "guest")]
+    allow_inert_wasi: bool,
     /// A file of command-backed tools (TOML or JSON).
     #[arg(long)]
     tools: Option<PathBuf>,
@@ -123,10 +131,11 @@ fn fail(err: anyhow::Error) -> ExitCode {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(args).await,
-        Command::Precompile { lang, guest } => {
+        Command::Precompile { lang, guest, allow_inert_wasi } => {
             let engine = Engine::new(EngineConfig::default())?;
-            load_runtime(&engine, lang, guest.as_deref())?;
-            eprintln!("wasmbox: the {} guest is precompiled in {}", lang.name(), engine.cache_dir().display());
+            load_runtime(&engine, lang, guest.as_deref(), allow_inert_wasi)?;
+            let what = guest.map_or_else(|| format!("the {} guest", lang.name()), |path| path.display().to_string());
+            eprintln!("wasmbox: {what} is precompiled in {}", engine.cache_dir().display());
             Ok(ExitCode::SUCCESS)
         }
         Command::DescribeTools { tools } => {
@@ -157,7 +166,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     };
 
     let engine = Engine::new(EngineConfig::default())?;
-    let runtime = load_runtime(&engine, lang, args.guest.as_deref())?;
+    let runtime = load_runtime(&engine, lang, args.guest.as_deref(), args.allow_inert_wasi)?;
     let sandbox = Sandbox::new(runtime, tools).scope(scope).limits(limits);
     let outcome = sandbox.run_with_input(&code, &input).await;
     if args.json {
@@ -204,8 +213,10 @@ fn limits_from(args: &RunArgs) -> Limits {
     limits
 }
 
-/// Loads the guest, showing progress on stderr when it must be compiled first.
-fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>) -> Result<Runtime> {
+/// Loads the guest, showing progress on stderr when it must be compiled first. A custom
+/// guest gets the strict import check unless `allow_inert_wasi`; the built-in guests
+/// link the WASI filesystem and sockets through their libc, and are ours.
+fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>, allow_inert_wasi: bool) -> Result<Runtime> {
     let path = guest.map_or_else(|| wasmbox::builtin_guest_path(lang.name()), Path::to_owned);
     let bytes = std::fs::read(&path).with_context(|| {
         if guest.is_none() {
@@ -214,12 +225,16 @@ fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>) -> Result<Run
             format!("reading {}", path.display())
         }
     })?;
-    let name = guest.map_or(lang.name(), |_| "guest");
+    let name = match guest {
+        Some(path) => path.file_stem().map_or("guest".into(), |stem| stem.to_string_lossy()),
+        None => lang.name().into(),
+    };
+    let policy = if guest.is_none() || allow_inert_wasi { ImportPolicy::AllowInertWasi } else { ImportPolicy::Strict };
     if engine.is_precompiled(&bytes) {
-        return Ok(Runtime::from_bytes(engine, name, &bytes)?);
+        return Ok(Runtime::from_bytes_with(engine, &name, &bytes, policy)?);
     }
     let progress = Progress::start(format!("compiling the {name} guest for this machine (first run only)"));
-    let runtime = Runtime::from_bytes(engine, name, &bytes);
+    let runtime = Runtime::from_bytes_with(engine, &name, &bytes, policy);
     progress.finish();
     Ok(runtime?)
 }

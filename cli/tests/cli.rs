@@ -1,5 +1,5 @@
 //! End-to-end tests of the `wasmbox` binary with a command-backed tool.
-//! Needs the Python guest (`cargo xtask guests`).
+//! Needs the guests (`cargo xtask guests`).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -127,4 +127,80 @@ fn runs_javascript_with_tools() {
     assert_eq!(stdout.lines().last().unwrap(), r#"{"loud":"HI","temp":18}"#);
     let out = wasmbox(dir.path(), &["run", "-", "--lang", "js", "--timeout-ms", "200"], Some("while (true) {}"));
     assert_eq!(out.status.code(), Some(3), "timeout exits 3");
+}
+
+/// A guest component from target/guests (built by `cargo xtask guests`).
+fn guest(name: &str) -> String {
+    let path = wasmbox::builtin_guest_path(name);
+    assert!(path.is_file(), "{} is missing: run `cargo xtask guests`", path.display());
+    path.to_string_lossy().into_owned()
+}
+
+fn json_outcome(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+#[test]
+fn custom_rust_guests_run_with_command_tools() {
+    let dir = fixture();
+    let calc = guest("calc");
+    let code =
+        "let w = tools.weather(city: \"Paris\"); {\"f\": w.temp_c * 9 / 5 + 32, \"loud\": tools.shout(text: \"hi\")}";
+    let out =
+        wasmbox(dir.path(), &["run", "-", "--guest", &calc, "--tools", "tools.toml", "--allow", "all"], Some(code));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value, serde_json::json!({"f": 64.4, "loud": "HI"}));
+
+    let out = wasmbox(dir.path(), &["run", "-", "--guest", &calc, "--json"], Some("1 / 0"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_outcome(&out)["error"]["kind"], "ZeroDivisionError");
+
+    // The test guests end with the statuses' exit codes.
+    let out = wasmbox(dir.path(), &["run", "-", "--guest", &guest("infinite_loop"), "--timeout-ms", "200"], Some(""));
+    assert_eq!(out.status.code(), Some(3), "timeout exits 3");
+    let out = wasmbox(dir.path(), &["run", "-", "--guest", &guest("trap"), "--json"], Some("boom"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_outcome(&out)["error"]["kind"], "Trap");
+}
+
+/// The worked example of docs/guests.md, in each language, through the CLI.
+#[test]
+fn the_batch_example_runs_in_every_language() {
+    let dir = fixture();
+    let code = "shout {\"text\": \"hi\"}\nweather {\"city\": \"Paris\"}";
+    for (name, flags) in
+        [("batch", &[][..]), ("python_batch", &["--allow-inert-wasi"][..]), ("js_batch", &["--allow-inert-wasi"][..])]
+    {
+        let path = guest(name);
+        let mut args = vec!["run", "-", "--guest", &path, "--json", "--tools", "tools.toml", "--allow", "all"];
+        args.extend(flags);
+        let outcome = json_outcome(&wasmbox(dir.path(), &args, Some(code)));
+        assert_eq!(outcome["status"], "ok", "{name}: {outcome}");
+        assert_eq!(outcome["value"][0], "HI", "{name}");
+        assert_eq!(outcome["value"][1]["temp_c"], 18, "{name}");
+    }
+}
+
+#[test]
+fn a_guest_that_imports_more_than_the_world_is_refused() {
+    let dir = fixture();
+    let component = wat::parse_str(
+        r#"(component (import "wasmbox:sandbox/tools@0.1.0" (instance)) (import "wasi:filesystem/preopens@0.2.0" (instance)))"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("greedy.wasm"), component).unwrap();
+    let out = wasmbox(dir.path(), &["run", "-", "--guest", "greedy.wasm"], Some(""));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("greedy imports `wasi:filesystem/preopens@0.2.0`"), "{stderr}");
+    assert!(stderr.contains("--allow-inert-wasi"), "{stderr}");
+
+    // Let through, it is refused for what it lacks instead.
+    let out = wasmbox(dir.path(), &["run", "-", "--guest", "greedy.wasm", "--allow-inert-wasi"], Some(""));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("wasmbox:sandbox/runner") && !stderr.contains("preopens"), "{stderr}");
 }

@@ -135,10 +135,13 @@ return cart.items.length",
     ("an infinite loop hits the deadline", "while (true) {}"),
 ];
 
+/// A language: its name, how to load its runtime, and its snippets.
+type Language = (&'static str, fn(&Engine) -> Result<Runtime, wasmbox::Error>, &'static [(&'static str, &'static str)]);
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(EngineConfig::default())?;
-    let languages: [(&str, fn(&Engine) -> Result<Runtime, wasmbox::Error>, &[(&str, &str)]); 2] =
+    let languages: [Language; 2] =
         [("python", Runtime::python, PYTHON_SNIPPETS), ("js", Runtime::javascript, JS_SNIPPETS)];
     for (language, load, snippets) in languages {
         let started = Instant::now();

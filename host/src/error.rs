@@ -30,6 +30,17 @@ pub enum Error {
     /// compiling it failed.
     #[error("invalid guest component: {0}")]
     InvalidComponent(String),
+    /// The component imports something a wasmbox guest is not given; checked before it
+    /// is linked (see [`ImportPolicy`](crate::ImportPolicy)).
+    #[error("guest component {guest} imports `{import}`, which {reason}")]
+    UnsupportedImport {
+        /// The guest's name (the file stem, or the name it was loaded under).
+        guest: String,
+        /// The import, as the component names it (`wasi:filesystem/preopens@0.2.0`).
+        import: String,
+        /// Why it is refused, and what to do about it.
+        reason: String,
+    },
     /// The precompile cache could not be written.
     #[error("could not write the precompile cache in {dir}: {reason}")]
     Cache {

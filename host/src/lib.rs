@@ -35,6 +35,7 @@ mod cancel;
 mod engine;
 mod epoch_ticker;
 mod error;
+mod import_check;
 mod limits;
 mod metrics;
 mod outcome;
@@ -60,6 +61,7 @@ pub use engine::{
     DEFAULT_QUEUE_TIMEOUT_MS,
 };
 pub use error::Error;
+pub use import_check::{ImportPolicy, SERVED_SANDBOX_VERSIONS};
 pub use limits::*;
 pub use metrics::{MetricsSnapshot, ToolCallCount, UNKNOWN_TOOL_LABEL};
 pub use outcome::{CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};

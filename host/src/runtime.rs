@@ -9,6 +9,7 @@ use crate::bindings::CodeRunnerPre;
 use crate::broker::link as broker_link;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::import_check::{self, ImportPolicy};
 use crate::run_state::RunState;
 
 /// A guest component compiled for an [`Engine`], with its imports resolved once
@@ -48,27 +49,50 @@ impl Runtime {
             return Err(Error::GuestNotBuilt { language: language.into(), path });
         }
         let bytes = std::fs::read(&path).map_err(|source| Error::ReadGuest { path, source })?;
-        Self::from_bytes(engine, language, &bytes)
+        // Their libc imports the WASI filesystem (CPython's also sockets) even when a
+        // script uses neither; the WASI context makes both inert.
+        Self::from_bytes_with(engine, language, &bytes, ImportPolicy::AllowInertWasi)
     }
 
-    /// Loads a component file that targets the `wasmbox:sandbox` world.
+    /// Loads a component file that targets the `wasmbox:sandbox` world, with the
+    /// default [`ImportPolicy::Strict`].
     ///
     /// # Errors
     /// [`Error::ReadGuest`] if unreadable, else as [`Runtime::from_bytes`].
     pub fn from_file(engine: &Engine, path: &Path) -> Result<Self, Error> {
+        Self::from_file_with(engine, path, ImportPolicy::Strict)
+    }
+
+    /// Like [`Runtime::from_file`], with the given import policy.
+    ///
+    /// # Errors
+    /// As [`Runtime::from_file`].
+    pub fn from_file_with(engine: &Engine, path: &Path, policy: ImportPolicy) -> Result<Self, Error> {
         let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest { path: path.to_owned(), source })?;
         let name = path.file_stem().map_or_else(|| "guest".into(), |s| s.to_string_lossy().into_owned());
-        Self::from_bytes(engine, &name, &bytes)
+        Self::from_bytes_with(engine, &name, &bytes, policy)
     }
 
     /// Loads component bytes: from the precompile cache when present, else compiling
     /// (seconds for a large guest; see [`Engine::is_precompiled`]) and caching them.
+    /// Before linking, its imports are checked with [`ImportPolicy::Strict`].
     ///
     /// # Errors
-    /// [`Error::InvalidComponent`] when the bytes are not a valid component or it needs
-    /// imports the host does not provide; [`Error::Cache`] when the cache is unwritable.
+    /// [`Error::InvalidComponent`] when the bytes are not a valid component that
+    /// exports the world's runner, or the host's functions do not fit its imports;
+    /// [`Error::UnsupportedImport`] when it imports something a guest is not given;
+    /// [`Error::Cache`] when the cache is unwritable.
     pub fn from_bytes(engine: &Engine, name: &str, component: &[u8]) -> Result<Self, Error> {
+        Self::from_bytes_with(engine, name, component, ImportPolicy::Strict)
+    }
+
+    /// Like [`Runtime::from_bytes`], with the given import policy.
+    ///
+    /// # Errors
+    /// As [`Runtime::from_bytes`].
+    pub fn from_bytes_with(engine: &Engine, name: &str, component: &[u8], policy: ImportPolicy) -> Result<Self, Error> {
         let component = engine.load_component(component)?;
+        import_check::check(engine.wasmtime(), &component, name, policy)?;
         let mut linker = Linker::<RunState>::new(engine.wasmtime());
         let invalid = |e: wasmtime::Error| Error::InvalidComponent(format!("{e:#}"));
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(invalid)?;

@@ -1,9 +1,10 @@
 //! The integration test binary: one link, modules inside (as wasmtime's `tests/all`).
 //!
-//! The Python guest must be built first (`cargo xtask guests`); tests that need it
+//! The guests must be built first (`cargo xtask guests`); tests that need one
 //! fail loudly with that instruction rather than passing silently.
 
 mod conformance;
+mod custom_guests;
 mod python_broker;
 mod python_guest;
 mod python_isolation;

@@ -28,7 +28,8 @@ pub fn javascript() -> Runtime {
         .clone()
 }
 
-fn engine() -> Engine {
+/// The engine every runtime of the test process shares.
+pub fn engine() -> Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| Engine::new(EngineConfig::default()).expect("engine")).clone()
 }

@@ -2,7 +2,8 @@
 //! rustup. Kept out of build.rs so that building the host never touches the network.
 //!
 //! - `cargo xtask setup`  — install what the other steps need (rustup target, venv, node).
-//! - `cargo xtask guests` — build the guest components into `target/guests/`.
+//! - `cargo xtask guests` — build the guest components into `target/guests/`: the
+//!   built-in Python and JS guests, the Rust guests of guests/rust, and the examples.
 //! - `cargo xtask demo`   — setup + guests + run the demo (Python snippets calling tools).
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + every test.
 
@@ -106,21 +107,91 @@ fn build_guests(root: &Path) -> Result<()> {
             .arg(out_dir.join("python.wasm")))
     })?;
     let lock = std::fs::read_to_string(root.join("guests/js/package-lock.json"))?;
-    build_guest(root, "js", &lock, || {
+    let install_componentize_js = || {
         // The lock file pins componentize-js; `npm ci` installs exactly it.
-        if !root.join("guests/js/node_modules/@bytecodealliance/componentize-js").is_dir() {
+        if !root.join(COMPONENTIZE_JS_CLI).is_file() {
             run(Command::new("npm").args(["ci", "--silent", "--no-audit", "--no-fund", "--prefix", "guests/js"]))?;
         }
+        Ok(())
+    };
+    build_guest(root, "js", &lock, || {
+        install_componentize_js()?;
         run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
+    })?;
+    build_examples(root, &out_dir, &lock, install_componentize_js)?;
+    build_rust_guests(root, &out_dir)
+}
+
+/// componentize-js's command line, installed by `npm ci` in guests/js.
+const COMPONENTIZE_JS_CLI: &str = "guests/js/node_modules/@bytecodealliance/componentize-js/src/cli.js";
+
+/// The worked examples of docs/guests.md in Python and JavaScript, built exactly as the
+/// document says (its Rust example is guests/rust/batch).
+fn build_examples(root: &Path, out_dir: &Path, js_lock: &str, install_js: impl Fn() -> Result<()>) -> Result<()> {
+    build_guest_from(root, "python_batch", &["wit", "guests/examples/python_batch"], COMPONENTIZE_PY, || {
+        run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
+            .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/examples/python_batch", "-o"])
+            .arg(out_dir.join("python_batch.wasm")))
+    })?;
+    build_guest_from(root, "js_batch", &["wit", "guests/examples/js_batch"], js_lock, || {
+        install_js()?;
+        // From the example's folder: componentize-js maps the working directory into
+        // its build-time engine, and that should hold only the example.
+        run(Command::new("node")
+            .current_dir(root.join("guests/examples/js_batch"))
+            .arg(root.join(COMPONENTIZE_JS_CLI))
+            .args(["batch.js", "--wit", "../../../wit", "-n", "code-runner", "-d", "http", "fetch-event", "-o"])
+            .arg(out_dir.join("js_batch.wasm")))
     })
+}
+
+/// Builds the Rust guests (every folder of the guests/rust workspace) for wasm32-wasip2
+/// and copies each to `target/guests/<folder>.wasm`. Cargo decides what is stale.
+fn build_rust_guests(root: &Path, out_dir: &Path) -> Result<()> {
+    let target_dir = root.join("target/guests-rust");
+    run(cargo()
+        .args(["build", "--quiet", "--release", "--locked", "--target", "wasm32-wasip2"])
+        .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
+        .arg(&target_dir))?;
+    for name in rust_guest_names(root)? {
+        let built = target_dir.join(format!("wasm32-wasip2/release/{name}.wasm"));
+        std::fs::copy(&built, out_dir.join(format!("{name}.wasm")))
+            .with_context(|| format!("copying {}", built.display()))?;
+    }
+    Ok(())
+}
+
+/// The folders of guests/rust that hold a crate: one guest each.
+fn rust_guest_names(root: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root.join("guests/rust"))? {
+        let path = entry?.path();
+        if path.join("Cargo.toml").is_file() {
+            names.push(path.file_name().unwrap_or_default().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Builds `target/guests/<name>.wasm` with `build` unless its inputs (wit/, the guest's
 /// folder, `pins`) are unchanged since the last build.
 fn build_guest(root: &Path, name: &str, pins: &str, build: impl FnOnce() -> Result<()>) -> Result<()> {
+    build_guest_from(root, name, &["wit", &format!("guests/{name}")], pins, build)
+}
+
+/// Builds `target/guests/<name>.wasm` with `build` unless `inputs` (folders under the
+/// root) and `pins` are unchanged since the last build.
+fn build_guest_from(
+    root: &Path,
+    name: &str,
+    inputs: &[&str],
+    pins: &str,
+    build: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let out = root.join(format!("target/guests/{name}.wasm"));
     let stamp = root.join(format!("target/guests/{name}.stamp"));
-    let inputs = fingerprint(&[root.join("wit"), root.join("guests").join(name)], pins)?;
+    let inputs = fingerprint(&inputs.iter().map(|dir| root.join(dir)).collect::<Vec<_>>(), pins)?;
     if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == inputs) {
         eprintln!("xtask: {name} guest is up to date");
         return Ok(());
@@ -170,15 +241,32 @@ fn test(root: &Path) -> Result<()> {
     setup(root)?;
     build_guests(root)?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust")))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
+    run(cargo()
+        .args(["clippy", "--quiet", "--release", "--locked", "--target", "wasm32-wasip2"])
+        .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
+        .arg(root.join("target/guests-rust"))
+        .args(["--", "-D", "warnings"]))?;
     run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
     run(Command::new("node").arg("guests/js/test_runner_native.mjs"))?;
+    // Build every test target first, then run the `wasmbox` binary that build produced:
+    // a separate `cargo run -p wasmbox-cli` would resolve features differently and
+    // rebuild half the dependency tree.
+    run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))?;
+    let wasmbox = root.join("target/debug/wasmbox");
+    let precompile = |args: &[&str]| {
+        run(Command::new(&wasmbox).arg("precompile").args(args).env("WASMBOX_CACHE_DIR", cache_dir(root)))
+    };
     // Compile each guest once, up front: otherwise the first tests of every test binary
     // would all compile it at the same time on a cold cache.
     for lang in ["python", "js"] {
-        run(cargo()
-            .args(["run", "--quiet", "-p", "wasmbox-cli", "--", "precompile", "--lang", lang])
-            .env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
+        precompile(&["--lang", lang])?;
+    }
+    // The docs' Python and JS examples are as large as the built-in guests.
+    for example in ["python_batch", "js_batch"] {
+        let path = root.join(format!("target/guests/{example}.wasm"));
+        precompile(&["--allow-inert-wasi", "--guest", &path.to_string_lossy()])?;
     }
     run(cargo().args(["test", "--workspace"]).env("WASMBOX_CACHE_DIR", cache_dir(root)))?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
