@@ -100,28 +100,27 @@ async fn deep_recursion_is_a_guest_error() {
     assert_eq!(outcome.error.unwrap().kind, "RecursionError");
 }
 
-#[tokio::test]
-async fn cancel_stops_a_computing_guest() {
+/// Runs `code` and cancels it from another task after 200 ms.
+async fn run_cancelled_after_200ms(code: &str) -> wasmbox::Outcome {
     let token = wasmbox::CancelToken::new();
     let canceller = token.clone();
     tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         canceller.cancel();
     });
-    let outcome = crate::support::sandbox().run_cancellable("while True:\n    pass", &json!(null), &token).await;
+    crate::support::sandbox().run_cancellable(code, &json!(null), &token).await
+}
+
+#[tokio::test]
+async fn cancel_stops_a_computing_guest() {
+    let outcome = run_cancelled_after_200ms("while True:\n    pass").await;
     assert_eq!(outcome.status, Status::Cancelled);
     assert!(outcome.stats.wall_time_us < 5_000_000, "stopped long before the 10 s deadline");
 }
 
 #[tokio::test]
 async fn cancel_stops_a_guest_waiting_on_a_tool() {
-    let token = wasmbox::CancelToken::new();
-    let canceller = token.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        canceller.cancel();
-    });
-    let outcome = crate::support::sandbox().run_cancellable("tools.slow(ms=60000)", &json!(null), &token).await;
+    let outcome = run_cancelled_after_200ms("tools.slow(ms=60000)").await;
     assert_eq!(outcome.status, Status::Cancelled);
 }
 
