@@ -218,23 +218,24 @@ fn limits_from(args: &RunArgs) -> Limits {
 /// link the WASI filesystem and sockets through their libc, and are ours.
 fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>, allow_inert_wasi: bool) -> Result<Runtime> {
     let path = guest.map_or_else(|| wasmbox::builtin_guest_path(lang.name()), Path::to_owned);
-    let bytes = std::fs::read(&path).with_context(|| {
+    if !path.is_file() {
         if guest.is_none() {
-            format!("the {} guest is not built ({}): run `cargo xtask guests`", lang.name(), path.display())
-        } else {
-            format!("reading {}", path.display())
+            bail!("the {} guest is not built ({}): run `cargo xtask guests`", lang.name(), path.display());
         }
-    })?;
-    let name = match guest {
-        Some(path) => path.file_stem().map_or("guest".into(), |stem| stem.to_string_lossy()),
-        None => lang.name().into(),
-    };
-    let policy = if guest.is_none() || allow_inert_wasi { ImportPolicy::AllowInertWasi } else { ImportPolicy::Strict };
-    if engine.is_precompiled(&bytes) {
-        return Ok(Runtime::from_bytes_with(engine, &name, &bytes, policy)?);
+        bail!("no guest component at {}", path.display());
     }
+    let policy = if guest.is_none() || allow_inert_wasi { ImportPolicy::AllowInertWasi } else { ImportPolicy::Strict };
+    // The fast path reads nothing but the file's metadata and the precompiled artifact.
+    if engine.is_precompiled_file(&path) {
+        return Ok(Runtime::from_file_with(engine, &path, policy)?);
+    }
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    if engine.is_precompiled(&bytes) {
+        return Ok(Runtime::from_file_with(engine, &path, policy)?);
+    }
+    let name = path.file_stem().map_or("guest".into(), |stem| stem.to_string_lossy());
     let progress = Progress::start(format!("compiling the {name} guest for this machine (first run only)"));
-    let runtime = Runtime::from_bytes_with(engine, &name, &bytes, policy);
+    let runtime = Runtime::from_file_with(engine, &path, policy);
     progress.finish();
     Ok(runtime?)
 }

@@ -140,13 +140,39 @@ impl Engine {
         self.inner.epoch_tick
     }
 
+    /// True when the component file at `path` is precompiled for this engine and
+    /// unchanged since, so [`Runtime::from_file`](crate::Runtime::from_file) loads it in
+    /// milliseconds without reading it.
+    pub fn is_precompiled_file(&self, path: &Path) -> bool {
+        self.inner.cache.lookup_file(&self.inner.wasmtime, path).is_some()
+    }
+
+    /// Loads the component file at `path`: straight from its artifact when the file is
+    /// unchanged since its last load, else as [`Engine::load_component`].
+    pub(crate) fn load_component_file(&self, path: &Path) -> Result<Component, Error> {
+        let (engine, cache) = (&self.inner.wasmtime, &self.inner.cache);
+        if let Some(artifact) = cache.lookup_file(engine, path) {
+            if let Ok(loaded) = cache.load(engine, &artifact) {
+                return Ok(loaded);
+            }
+        }
+        let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest { path: path.to_owned(), source })?;
+        let (component, artifact) = self.load_component_at(&bytes)?;
+        cache.remember_file(engine, path, &artifact);
+        Ok(component)
+    }
+
     /// Loads `component` from the cache, compiling and storing it first if needed.
     pub(crate) fn load_component(&self, component: &[u8]) -> Result<Component, Error> {
+        self.load_component_at(component).map(|(component, _artifact)| component)
+    }
+
+    fn load_component_at(&self, component: &[u8]) -> Result<(Component, PathBuf), Error> {
         let (engine, cache) = (&self.inner.wasmtime, &self.inner.cache);
         let path = cache.artifact_path(engine, component);
         if path.is_file() {
             match cache.load(engine, &path) {
-                Ok(loaded) => return Ok(loaded),
+                Ok(loaded) => return Ok((loaded, path)),
                 // A truncated or stale artifact is rebuilt, not fatal.
                 Err(err) => {
                     tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompiled artifact")
@@ -161,7 +187,8 @@ impl Engine {
             StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
             StoreError::Io(err) => Error::Cache { dir: cache.dir().to_owned(), reason: err.to_string() },
         })?;
-        cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))
+        let loaded = cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))?;
+        Ok((loaded, path))
     }
 }
 

@@ -97,6 +97,49 @@ impl PrecompileCache {
     }
 }
 
+impl PrecompileCache {
+    /// Where the file-identity record of `file` for `engine` lives.
+    fn file_record_path(&self, engine: &wasmtime::Engine, file: &Path) -> PathBuf {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hasher.0.update(file.as_os_str().as_encoded_bytes());
+        self.dir.join("by-file").join(hex::encode(&hasher.0.finalize()[..20]))
+    }
+
+    /// The artifact of `file` if the file is unchanged since [`Self::remember_file`]
+    /// (same absolute path, length and modification time): a cached load then needs
+    /// neither to read nor to hash the ~24 MB component.
+    pub(crate) fn lookup_file(&self, engine: &wasmtime::Engine, file: &Path) -> Option<PathBuf> {
+        let file = std::path::absolute(file).ok()?;
+        let record = std::fs::read_to_string(self.file_record_path(engine, &file)).ok()?;
+        let (identity, artifact) = record.trim_end().rsplit_once(' ')?;
+        let artifact = self.dir.join(artifact);
+        (identity == file_identity(&file)? && artifact.is_file()).then_some(artifact)
+    }
+
+    /// Records that `file`, as it is now, compiles to `artifact`. Best effort: without
+    /// the record, the next load just hashes the file again.
+    pub(crate) fn remember_file(&self, engine: &wasmtime::Engine, file: &Path, artifact: &Path) {
+        let (Ok(file), Some(name)) = (std::path::absolute(file), artifact.file_name()) else { return };
+        let Some(identity) = file_identity(&file) else { return };
+        let record = self.file_record_path(engine, &file);
+        let tmp = record.with_extension(format!("tmp{}", std::process::id()));
+        let written = std::fs::create_dir_all(record.parent().unwrap_or(&self.dir))
+            .and_then(|()| std::fs::write(&tmp, format!("{identity} {}\n", name.to_string_lossy())))
+            .and_then(|()| std::fs::rename(&tmp, &record));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// Length and modification time (ns) of a file: what says "unchanged" without reading it.
+fn file_identity(file: &Path) -> Option<String> {
+    let meta = std::fs::metadata(file).ok()?;
+    let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(format!("{} {}", meta.len(), modified.as_nanos()))
+}
+
 /// The default cache directory: `$WASMBOX_CACHE_DIR`, else the platform cache dir.
 pub(crate) fn default_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("WASMBOX_CACHE_DIR") {
@@ -117,6 +160,24 @@ pub(crate) fn default_dir() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_record_holds_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PrecompileCache::new(dir.path().join("cache"));
+        let engine = wasmtime::Engine::default();
+        let guest = dir.path().join("guest.wasm");
+        std::fs::write(&guest, b"v1").unwrap();
+        let artifact = cache.artifact_path(&engine, b"v1");
+        assert_eq!(cache.lookup_file(&engine, &guest), None, "never recorded");
+        cache.remember_file(&engine, &guest, &artifact);
+        assert_eq!(cache.lookup_file(&engine, &guest), None, "the artifact does not exist yet");
+        std::fs::create_dir_all(artifact.parent().unwrap()).unwrap();
+        std::fs::write(&artifact, b"compiled").unwrap();
+        assert_eq!(cache.lookup_file(&engine, &guest), Some(artifact.clone()));
+        std::fs::write(&guest, b"v2, longer").unwrap();
+        assert_eq!(cache.lookup_file(&engine, &guest), None, "the file changed");
+    }
 
     #[test]
     fn key_depends_on_component_and_engine_config() {

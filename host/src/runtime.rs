@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::component::Linker;
+use wasmtime::component::{Component, Linker};
 
 use crate::bindings::CodeRunnerPre;
 use crate::broker::link as broker_link;
@@ -48,10 +48,9 @@ impl Runtime {
         if !path.is_file() {
             return Err(Error::GuestNotBuilt { language: language.into(), path });
         }
-        let bytes = std::fs::read(&path).map_err(|source| Error::ReadGuest { path, source })?;
         // Their libc imports the WASI filesystem (CPython's also sockets) even when a
         // script uses neither; the WASI context makes both inert.
-        Self::from_bytes_with(engine, language, &bytes, ImportPolicy::AllowInertWasi)
+        Self::link(engine, language, engine.load_component_file(&path)?, ImportPolicy::AllowInertWasi)
     }
 
     /// Loads a component file that targets the `wasmbox:sandbox` world, with the
@@ -68,9 +67,8 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::from_file`].
     pub fn from_file_with(engine: &Engine, path: &Path, policy: ImportPolicy) -> Result<Self, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest { path: path.to_owned(), source })?;
         let name = path.file_stem().map_or_else(|| "guest".into(), |s| s.to_string_lossy().into_owned());
-        Self::from_bytes_with(engine, &name, &bytes, policy)
+        Self::link(engine, &name, engine.load_component_file(path)?, policy)
     }
 
     /// Loads component bytes: from the precompile cache when present, else compiling
@@ -91,7 +89,11 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::from_bytes`].
     pub fn from_bytes_with(engine: &Engine, name: &str, component: &[u8], policy: ImportPolicy) -> Result<Self, Error> {
-        let component = engine.load_component(component)?;
+        Self::link(engine, name, engine.load_component(component)?, policy)
+    }
+
+    /// Checks the component's imports, links them and resolves them once.
+    fn link(engine: &Engine, name: &str, component: Component, policy: ImportPolicy) -> Result<Self, Error> {
         import_check::check(engine.wasmtime(), &component, name, policy)?;
         let mut linker = Linker::<RunState>::new(engine.wasmtime());
         let invalid = |e: wasmtime::Error| Error::InvalidComponent(format!("{e:#}"));
