@@ -1,4 +1,4 @@
-//! Shared fixtures: one engine and one compiled Python runtime per test process.
+//! Shared fixtures: one engine and one compiled runtime per guest language per test process.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -9,23 +9,17 @@ use wasmbox::{Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Scope, To
 /// The Python runtime, compiled (or loaded from the precompile cache) once.
 pub fn python() -> Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            Runtime::python(&engine())
-                .unwrap_or_else(|err| panic!("{err} (the tests need the Python guest: run `cargo xtask guests`)"))
-        })
-        .clone()
+    shared(&RUNTIME, Runtime::python)
 }
 
 /// The JavaScript runtime, compiled (or loaded from the precompile cache) once.
 pub fn javascript() -> Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            Runtime::javascript(&engine())
-                .unwrap_or_else(|err| panic!("{err} (the tests need the JS guest: run `cargo xtask guests`)"))
-        })
-        .clone()
+    shared(&RUNTIME, Runtime::javascript)
+}
+
+fn shared(cell: &'static OnceLock<Runtime>, load: fn(&Engine) -> Result<Runtime, wasmbox::Error>) -> Runtime {
+    cell.get_or_init(|| load(&engine()).unwrap_or_else(|err| panic!("{err} (the tests need the guests)"))).clone()
 }
 
 /// The engine every runtime of the test process shares.
