@@ -1,0 +1,1 @@
+return await tools.add({a: 1, b: 2})

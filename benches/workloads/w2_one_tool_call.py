@@ -1,0 +1,1 @@
+tools.add(a=1, b=2)
