@@ -44,8 +44,9 @@ pub struct Sandbox {
     tools: Arc<Tools>,
     scope: Scope,
     limits: Limits,
-    audit_sink: Arc<dyn AuditSink>,
-    audit_config: AuditConfig,
+    /// Audit sink, compiled redaction policy and engine metrics: built when configured,
+    /// not per run.
+    observers: Observers,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -70,12 +71,15 @@ impl Sandbox {
     /// payloads.
     pub fn new(runtime: Runtime, tools: Tools) -> Self {
         Sandbox {
-            runtime,
             tools: Arc::new(tools),
             scope: Scope::None,
             limits: Limits::default(),
-            audit_sink: Arc::new(TracingSink),
-            audit_config: AuditConfig::default(),
+            observers: Observers::new(
+                Arc::new(TracingSink),
+                &AuditConfig::default(),
+                Arc::clone(runtime.engine().metrics_handle()),
+            ),
+            runtime,
         }
     }
 
@@ -93,13 +97,13 @@ impl Sandbox {
 
     /// Sends audit events to `sink` (default: [`TracingSink`]).
     pub fn audit_sink(mut self, sink: Arc<dyn AuditSink>) -> Self {
-        self.audit_sink = sink;
+        self.observers.sink = sink;
         self
     }
 
     /// Sets what the audit records (payloads, redaction).
     pub fn audit_config(mut self, config: AuditConfig) -> Self {
-        self.audit_config = config;
+        self.observers = Observers::new(self.observers.sink, &config, self.observers.metrics);
         self
     }
 
@@ -139,8 +143,7 @@ impl Sandbox {
     async fn start(&self, origin: Origin<'_>, code: &str, input: &Value, cancel: &CancelToken) -> Outcome {
         let started = Instant::now();
         let engine = self.runtime.engine();
-        let observers =
-            Observers::new(Arc::clone(&self.audit_sink), &self.audit_config, Arc::clone(engine.metrics_handle()));
+        let observers = &self.observers;
         let (identity, tree, scope) = match &origin {
             Origin::TopLevel => (RunIdentity::top_level(), Arc::default(), Ok(self.scope.clone())),
             Origin::Nested(parent, inherit) => {
