@@ -23,6 +23,15 @@ pub const DEFAULT_MAX_QUEUED_RUNS: usize = 256;
 /// Default time a run may wait for a slot before it is rejected.
 pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
 
+/// Instance slots in the pool per admitted run. Nested runs (a tool handler starting
+/// a run) share their parent's admission slot but each takes an instance of its own,
+/// so the pool holds twice the admitted runs, and never fewer than
+/// [`MIN_POOL_INSTANCES`].
+const POOL_INSTANCES_PER_RUN: u32 = 2;
+/// The smallest pool, so that an engine admitting one or two runs still has room for
+/// their nested runs.
+const MIN_POOL_INSTANCES: u32 = 16;
+
 /// How to build an [`Engine`].
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -40,6 +49,17 @@ pub struct EngineConfig {
     /// How long a run may wait for a slot before it is `rejected`.
     /// Default: [`DEFAULT_QUEUE_TIMEOUT_MS`].
     pub queue_timeout_ms: u64,
+    /// Instantiate guests from a pool allocated once (wasmtime's pooling allocator,
+    /// copy-on-write memory images) instead of mapping every run's memories, tables and
+    /// stack afresh. Default `true`: measured faster per run and per host core (see
+    /// docs/performance.md). The pool holds 2 × `max_concurrent_runs`
+    /// instances, at least 16: nested runs share their parent's admission slot but take
+    /// an instance each. A run that finds the pool full ends `rejected` with error kind
+    /// `instance_pool`. It *reserves*
+    /// address space up front, ~4 GiB per linear memory slot (~21 GiB per Python
+    /// instance slot, committed only as guests touch it): set `false` where virtual
+    /// address space is limited (`ulimit -v`, 32-bit hosts).
+    pub pooling: bool,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +70,7 @@ impl Default for EngineConfig {
             max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
             max_queued_runs: DEFAULT_MAX_QUEUED_RUNS,
             queue_timeout_ms: DEFAULT_QUEUE_TIMEOUT_MS,
+            pooling: true,
         }
     }
 }
@@ -88,6 +109,10 @@ impl Engine {
             // Both change the generated code, hence both are in the cache key.
             .consume_fuel(true)
             .epoch_interruption(true);
+        if config.pooling {
+            // Not part of the compiled code: the precompile cache key is unchanged.
+            wasm.allocation_strategy(pool_config(config.max_concurrent_runs));
+        }
         let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| Error::Engine(e.to_string()))?;
         let epoch_tick = Duration::from_millis(config.epoch_tick_ms);
         let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick).map_err(|e| Error::Engine(e.to_string()))?;
@@ -190,6 +215,45 @@ impl Engine {
         let loaded = cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))?;
         Ok((loaded, path))
     }
+}
+
+/// What one guest instance may take from the pool. Measured with wasmtime's
+/// `pooling_allocator_metrics` on a live instance: the componentize-py CPython guest
+/// is 14 core instances, 1 memory and 2 tables; the JS guest 4, 1 and 2; the Rust
+/// guests of guests/rust 3, 1 and 2. Core instances are only counted (their metadata
+/// is allocated per instance), so that budget is generous; each memory slot reserves
+/// ~4 GiB of address space, so custom guests get room for one more memory, not more.
+const CORE_INSTANCES_PER_INSTANCE: u32 = 32;
+const MEMORIES_PER_INSTANCE: u32 = 2;
+const TABLES_PER_INSTANCE: u32 = 4;
+/// Elements of the largest table a guest may define or grow to (8 bytes each,
+/// reserved per table slot). CPython's table starts at 5,672 elements, JS's is fixed
+/// at 7,690; wasmtime's default of 20,000 leaves larger custom guests little room.
+const TABLE_ELEMENTS: usize = 50_000;
+/// The largest `Limits::max_memory_bytes` (4 GiB, all of a 32-bit memory): the Store's
+/// limiter enforces each run's own, smaller cap.
+const MAX_MEMORY_SIZE: usize = 4 << 30;
+
+/// The pooling allocator sized for `max_concurrent_runs`.
+fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig {
+    let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
+    let instances = runs.saturating_mul(POOL_INSTANCES_PER_RUN).max(MIN_POOL_INSTANCES);
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_component_instances(instances)
+        .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_INSTANCE))
+        .total_memories(instances.saturating_mul(MEMORIES_PER_INSTANCE))
+        .total_tables(instances.saturating_mul(TABLES_PER_INSTANCE))
+        // One fiber stack per Store (each run and nested run has its own).
+        .total_stacks(instances)
+        .max_memories_per_module(2)
+        .max_tables_per_module(4)
+        .max_memory_size(MAX_MEMORY_SIZE)
+        .table_elements(TABLE_ELEMENTS)
+        // Metadata sizes are only checked when a component loads, never reserved:
+        // generous, so that custom guests bigger than CPython load.
+        .max_core_instance_size(8 << 20)
+        .max_component_instance_size(64 << 20);
+    pool
 }
 
 impl std::fmt::Debug for Engine {

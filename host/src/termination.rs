@@ -1,7 +1,7 @@
 //! How a run ended, classified by type (never by comparing message strings), and the
 //! precedence that turns it plus the latched breaches into one [`Outcome`] status.
 
-use wasmtime::Trap;
+use wasmtime::{PoolConcurrencyLimitError, Trap};
 
 use crate::broker;
 use crate::limits::Limits;
@@ -23,6 +23,8 @@ pub(crate) enum Termination {
     FuelExhausted,
     /// An output capture trapped the guest.
     OutputLimit,
+    /// The engine's instance pool was full when the run tried to instantiate.
+    PoolExhausted(String),
     /// Any other trap: the guest misbehaved (e.g. `unreachable`, stack overflow).
     Trapped(String),
     /// A failure that is not the guest's doing.
@@ -37,7 +39,12 @@ pub(crate) fn classify_trap(err: &wasmtime::Error, cancelled: bool) -> Terminati
         Some(Trap::OutOfFuel) => Termination::FuelExhausted,
         Some(trap) => Termination::Trapped(trap.to_string()),
         None if err.downcast_ref::<OutputLimitExceeded>().is_some() => Termination::OutputLimit,
-        None => Termination::Internal(format!("{err:#}")),
+        // Capacity, not the guest's fault: the run is turned away like one that finds
+        // the admission queue full, and may be retried.
+        None => match err.downcast_ref::<PoolConcurrencyLimitError>() {
+            Some(full) => Termination::PoolExhausted(full.to_string()),
+            None => Termination::Internal(format!("{err:#}")),
+        },
     }
 }
 
@@ -80,6 +87,10 @@ impl Termination {
                 (Status::Error, ErrorDetail::new("Trap", format!("the guest trapped: {trap}")))
             }
             Termination::Internal(message) => (Status::Internal, ErrorDetail::new("internal", message)),
+            Termination::PoolExhausted(reason) => (
+                Status::Rejected,
+                ErrorDetail::new("instance_pool", format!("no free guest instance in the engine's pool: {reason}")),
+            ),
         };
         Outcome { status, value, error: Some(error), ..ok(None) }
     }

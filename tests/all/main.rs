@@ -5,6 +5,7 @@
 
 mod conformance;
 mod custom_guests;
+mod instance_pool;
 mod python_broker;
 mod python_guest;
 mod python_isolation;
