@@ -36,6 +36,7 @@ mod engine;
 mod epoch_ticker;
 mod error;
 mod import_check;
+mod isolation;
 mod limits;
 mod metrics;
 mod outcome;
@@ -62,6 +63,10 @@ pub use engine::{
 };
 pub use error::Error;
 pub use import_check::{ImportPolicy, SERVED_SANDBOX_VERSIONS};
+pub use isolation::{
+    harden_worker_process, DockerOptions, Isolation, UnknownIsolation, DEFAULT_DOCKER_IMAGE, DEFAULT_DOCKER_PIDS_LIMIT,
+    ISOLATION_NAMES, WORKER_MAX_OPEN_FILES,
+};
 pub use limits::*;
 pub use metrics::{MetricsSnapshot, ToolCallCount, UNKNOWN_TOOL_LABEL};
 pub use outcome::{CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
