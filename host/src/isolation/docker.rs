@@ -27,8 +27,15 @@ const DOCKER_CANDIDATES: &[&str] = if cfg!(windows) {
 
 /// What the docker *CLI* (never the container) needs from the parent's environment to
 /// find its engine and contexts (`~/.docker`). Anything else, secrets included, stays.
-const CLIENT_ENV: [&str; 7] =
-    ["HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "XDG_RUNTIME_DIR"];
+const CLIENT_ENV: [&str; 7] = [
+    "HOME",
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "XDG_RUNTIME_DIR",
+];
 
 static PROBE: ProbeCache = ProbeCache::new();
 
@@ -122,7 +129,10 @@ fn args(options: &DockerOptions, launch: &WorkerLaunch, user: Option<String>) ->
 fn volume(source: &Path, target: &Path) -> Result<[OsString; 2], IsolationError> {
     for path in [source, target] {
         if !path.is_absolute() || path.as_os_str().to_string_lossy().contains(':') {
-            return Err(invalid(format!("cannot mount {}: docker volumes need absolute paths without `:`", path.display())));
+            return Err(invalid(format!(
+                "cannot mount {}: docker volumes need absolute paths without `:`",
+                path.display()
+            )));
         }
     }
     let mut spec = OsString::from(source);

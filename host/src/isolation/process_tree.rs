@@ -40,9 +40,8 @@ pub(crate) fn contain(child: &Child, memory_limit_bytes: u64) -> io::Result<Proc
     {
         // Memory is capped inside the worker (store limits) and by docker's --memory.
         let _ = memory_limit_bytes;
-        let id = child
-            .id()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the worker has already exited"))?;
+        let id =
+            child.id().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the worker has already exited"))?;
         let pid = pid(id)?;
         let group = rustix::process::getpgid(Some(pid))?;
         if group != pid {

@@ -118,7 +118,8 @@ mod tests {
 
     #[test]
     fn profile_denies_by_default_and_grants_no_network_or_writes() {
-        let rules: Vec<&str> = PROFILE.lines().map(str::trim).filter(|l| !l.starts_with(';')).collect();
+        let rules: Vec<&str> =
+            PROFILE.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with(';')).collect();
         let rules = rules.join("\n");
         assert!(rules.starts_with("(version 1)\n(deny default)"), "{rules}");
         assert!(!rules.contains("network"), "{rules}");
