@@ -15,7 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use wasmbox::{Engine, EngineConfig, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools};
+use wasmbox::worker::{WorkerConfig, WorkerOptions};
+use wasmbox::{
+    DockerOptions, Engine, EngineConfig, ImportPolicy, Isolation, Limits, Outcome, Runtime, Sandbox, Scope, Status,
+    Tools,
+};
 
 #[derive(Parser)]
 #[command(name = "wasmbox", version, about = "Run untrusted code in a WebAssembly sandbox, with tools and limits")]
@@ -27,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a script and print its output and value.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Compile a guest into the precompile cache now, so the first run is fast.
     Precompile {
         /// The guest language.
@@ -44,6 +48,16 @@ enum Command {
     DescribeTools {
         /// The tools file (TOML or JSON).
         tools: PathBuf,
+    },
+    /// Serve runs for a parent process over stdin/stdout (what `--isolation worker`
+    /// starts; not for interactive use).
+    Worker {
+        /// The parent's precompile cache, read-only here.
+        #[arg(long)]
+        cache_dir: PathBuf,
+        /// The parent's epoch period.
+        #[arg(long, default_value_t = wasmbox::DEFAULT_EPOCH_TICK_MS)]
+        epoch_tick_ms: u64,
     },
 }
 
@@ -106,6 +120,14 @@ struct RunArgs {
     /// Ceiling on tool calls.
     #[arg(long)]
     max_tool_calls: Option<u32>,
+    /// Where the guest runs: `inproc` (this process), `worker` (a child process),
+    /// `bwrap`, `docker` or `seatbelt` (the child under that OS sandbox). A wrapper that
+    /// is not available here is an error, never a silent fallback.
+    #[arg(long, default_value = "inproc")]
+    isolation: Isolation,
+    /// The image for `--isolation docker`.
+    #[arg(long, default_value = wasmbox::DEFAULT_DOCKER_IMAGE)]
+    docker_image: String,
     /// Print the whole outcome as JSON instead of the script's output.
     #[arg(long)]
     json: bool,
@@ -130,7 +152,14 @@ fn fail(err: anyhow::Error) -> ExitCode {
 
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
+        Command::Worker { cache_dir, epoch_tick_ms } => {
+            // Before anything else: no core dumps, no new files, few descriptors.
+            wasmbox::worker::harden_process().context("hardening the worker process")?;
+            let config = WorkerConfig { cache_dir, epoch_tick_ms };
+            wasmbox::worker::serve(config, tokio::io::stdin(), tokio::io::stdout()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Precompile { lang, guest, allow_inert_wasi } => {
             let engine = Engine::new(EngineConfig::default())?;
             load_runtime(&engine, lang, guest.as_deref(), allow_inert_wasi)?;
@@ -167,7 +196,13 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
 
     let engine = Engine::new(EngineConfig::default())?;
     let runtime = load_runtime(&engine, lang, args.guest.as_deref(), args.allow_inert_wasi)?;
-    let sandbox = Sandbox::new(runtime, tools).scope(scope).limits(limits);
+    let isolation = match args.isolation {
+        Isolation::Docker(options) => Isolation::Docker(DockerOptions { image: args.docker_image.clone(), ..options }),
+        other => other,
+    };
+    // This binary serves the worker side too.
+    let options = WorkerOptions { program: Some(std::env::current_exe()?), ..WorkerOptions::default() };
+    let sandbox = Sandbox::new(runtime, tools).scope(scope).limits(limits).isolation_with(isolation, options)?;
     let outcome = sandbox.run_with_input(&code, &input).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);

@@ -49,4 +49,12 @@ pub enum Error {
         /// What failed.
         reason: String,
     },
+    /// The requested isolation cannot be provided here; nothing falls back to a weaker one.
+    #[error("isolation `{isolation}` is not available: {reason}")]
+    Isolation {
+        /// The isolation asked for (`worker`, `bwrap`, `docker`, `seatbelt`).
+        isolation: &'static str,
+        /// Why, and what to do about it.
+        reason: String,
+    },
 }

@@ -35,7 +35,8 @@ use crate::error::Error;
 pub const SERVED_SANDBOX_VERSIONS: &[&str] = &["0.1.0"];
 
 /// Which imports a guest component may declare beyond what every guest is given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ImportPolicy {
     /// The default for components you load: `wasmbox:sandbox/tools` and WASI `cli`,

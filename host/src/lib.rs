@@ -35,6 +35,7 @@ mod cancel;
 mod engine;
 mod epoch_ticker;
 mod error;
+mod execution;
 mod import_check;
 mod isolation;
 mod limits;
@@ -47,6 +48,7 @@ mod runtime;
 mod sandbox;
 mod termination;
 mod wasi;
+pub mod worker;
 
 pub use audit::{
     AuditConfig, AuditEvent, AuditSink, CallRef, ChannelSink, TracingSink, DEFAULT_MAX_RECORDED_STRING_BYTES,

@@ -5,8 +5,7 @@ use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::broker::link::{BrokerCtxView, BrokerView};
-use crate::broker::BrokerCtx;
+use crate::broker::link::{BrokerCtxView, BrokerView, GuestBroker};
 use crate::cancel::CancelToken;
 
 /// Table growth beyond this many elements is refused; CPython needs a few thousand.
@@ -64,7 +63,7 @@ impl wasmtime::ResourceLimiter for MemoryGuard {
 pub(crate) struct RunState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
-    pub(crate) broker: BrokerCtx,
+    pub(crate) broker: GuestBroker,
     pub(crate) memory: MemoryGuard,
     pub(crate) deadline: Instant,
     pub(crate) cancel: CancelToken,

@@ -11,6 +11,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::import_check::{self, ImportPolicy};
 use crate::run_state::RunState;
+use crate::worker::GuestSource;
 
 /// A guest component compiled for an [`Engine`], with its imports resolved once
 /// (`InstancePre`) so each run only instantiates. Cheap to clone; `Send + Sync`.
@@ -23,6 +24,8 @@ struct RuntimeInner {
     engine: Engine,
     name: String,
     pre: CodeRunnerPre<RunState>,
+    /// The file a worker process loads the same guest from.
+    source: Option<GuestSource>,
 }
 
 impl Runtime {
@@ -50,7 +53,8 @@ impl Runtime {
         }
         // Their libc imports the WASI filesystem (CPython's also sockets) even when a
         // script uses neither; the WASI context makes both inert.
-        Self::link(engine, language, engine.load_component_file(&path)?, ImportPolicy::AllowInertWasi)
+        let policy = ImportPolicy::AllowInertWasi;
+        Self::link(engine, language, engine.load_component_file(&path)?, policy, Some(GuestSource { path, policy }))
     }
 
     /// Loads a component file that targets the `wasmbox:sandbox` world, with the
@@ -68,7 +72,8 @@ impl Runtime {
     /// As [`Runtime::from_file`].
     pub fn from_file_with(engine: &Engine, path: &Path, policy: ImportPolicy) -> Result<Self, Error> {
         let name = path.file_stem().map_or_else(|| "guest".into(), |s| s.to_string_lossy().into_owned());
-        Self::link(engine, &name, engine.load_component_file(path)?, policy)
+        let source = GuestSource { path: std::path::absolute(path).unwrap_or_else(|_| path.to_owned()), policy };
+        Self::link(engine, &name, engine.load_component_file(path)?, policy, Some(source))
     }
 
     /// Loads component bytes: from the precompile cache when present, else compiling
@@ -89,11 +94,17 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::from_bytes`].
     pub fn from_bytes_with(engine: &Engine, name: &str, component: &[u8], policy: ImportPolicy) -> Result<Self, Error> {
-        Self::link(engine, name, engine.load_component(component)?, policy)
+        Self::link(engine, name, engine.load_component(component)?, policy, None)
     }
 
     /// Checks the component's imports, links them and resolves them once.
-    fn link(engine: &Engine, name: &str, component: Component, policy: ImportPolicy) -> Result<Self, Error> {
+    fn link(
+        engine: &Engine,
+        name: &str,
+        component: Component,
+        policy: ImportPolicy,
+        source: Option<GuestSource>,
+    ) -> Result<Self, Error> {
         import_check::check(engine.wasmtime(), &component, name, policy)?;
         let mut linker = Linker::<RunState>::new(engine.wasmtime());
         let invalid = |e: wasmtime::Error| Error::InvalidComponent(format!("{e:#}"));
@@ -101,7 +112,7 @@ impl Runtime {
         broker_link::add_to_linker(&mut linker).map_err(invalid)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(invalid)?;
         let pre = CodeRunnerPre::new(instance_pre).map_err(invalid)?;
-        Ok(Runtime { inner: Arc::new(RuntimeInner { engine: engine.clone(), name: name.into(), pre }) })
+        Ok(Runtime { inner: Arc::new(RuntimeInner { engine: engine.clone(), name: name.into(), pre, source }) })
     }
 
     /// A short name for the guest (`python`, or the file stem).
@@ -115,6 +126,10 @@ impl Runtime {
 
     pub(crate) fn pre(&self) -> &CodeRunnerPre<RunState> {
         &self.inner.pre
+    }
+
+    pub(crate) fn source(&self) -> Option<&GuestSource> {
+        self.inner.source.as_ref()
     }
 }
 

@@ -1,24 +1,21 @@
-//! One run: a fresh Store from the runtime's `InstancePre`, the run's limits, the call,
-//! and the classification of how it ended.
+//! A run configuration and a run's life: admission, scope, the broker, and where the
+//! guest executes (in this process, or in a worker process).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Store, UpdateDeadline};
+use std::time::Instant;
 
 use crate::audit::{AuditConfig, AuditEvent, AuditSink, TracingSink};
-use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunError};
+use crate::broker::link::GuestBroker;
 use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, RunIdentity, Scope, Tools};
 use crate::cancel::CancelToken;
+use crate::error::Error;
+use crate::execution;
+use crate::isolation::Isolation;
 use crate::limits::Limits;
-use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
-use crate::output_capture::OutputCapture;
-use crate::run_state::{MemoryGuard, RunState};
+use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::Runtime;
-use crate::termination::{classify_trap, Termination};
-use crate::wasi;
+use crate::worker::{WorkerOptions, WorkerPool};
+use serde_json::Value;
 
 /// A reusable run configuration: a runtime, the tools, a scope and limits. Cheap to
 /// clone; every [`Sandbox::run`] gets a fresh instance, so nothing leaks between runs.
@@ -47,6 +44,8 @@ pub struct Sandbox {
     /// Audit sink, compiled redaction policy and engine metrics: built when configured,
     /// not per run.
     observers: Observers,
+    /// Worker processes, when runs are isolated in them; `None` runs in this process.
+    workers: Option<Arc<WorkerPool>>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -55,6 +54,7 @@ impl std::fmt::Debug for Sandbox {
             .field("runtime", &self.runtime)
             .field("scope", &self.scope)
             .field("limits", &self.limits)
+            .field("workers", &self.workers)
             .finish_non_exhaustive()
     }
 }
@@ -79,8 +79,34 @@ impl Sandbox {
                 &AuditConfig::default(),
                 Arc::clone(runtime.engine().metrics_handle()),
             ),
+            workers: None,
             runtime,
         }
+    }
+
+    /// Runs each guest in a worker process under `isolation` (default workers, see
+    /// [`WorkerOptions`]); [`Isolation::InProcess`] runs it in this process again.
+    ///
+    /// # Errors
+    /// [`Error::Isolation`] when the isolation cannot be provided here (no worker
+    /// binary, wrapper missing or unable to sandbox, a runtime loaded from bytes).
+    /// There is no fallback to a weaker isolation.
+    pub fn isolation(self, isolation: Isolation) -> Result<Self, Error> {
+        self.isolation_with(isolation, WorkerOptions::default())
+    }
+
+    /// Like [`Sandbox::isolation`], with the worker binary and warm-worker count given.
+    ///
+    /// # Errors
+    /// As [`Sandbox::isolation`].
+    pub fn isolation_with(mut self, isolation: Isolation, options: WorkerOptions) -> Result<Self, Error> {
+        self.workers = match isolation {
+            Isolation::InProcess => None,
+            isolation => {
+                Some(Arc::new(WorkerPool::new(isolation, options, self.runtime.engine(), self.runtime.source())?))
+            }
+        };
+        Ok(self)
     }
 
     /// Sets which tools runs may call.
@@ -178,7 +204,21 @@ impl Sandbox {
                             tree,
                             observers.clone(),
                         );
-                        self.execute(code, &input_json, broker, cancel.clone()).await
+                        match &self.workers {
+                            None => {
+                                let broker = GuestBroker::Local(broker);
+                                execution::execute(
+                                    &self.runtime,
+                                    &self.limits,
+                                    code,
+                                    &input_json,
+                                    broker,
+                                    cancel.clone(),
+                                )
+                                .await
+                            }
+                            Some(workers) => workers.run(&self.limits, code, &input_json, broker, cancel).await,
+                        }
                     }
                 }
             }
@@ -221,95 +261,5 @@ impl Sandbox {
         }
         broker::serialize_capped(input, limits.max_result_bytes, limits.max_json_depth, "input")
             .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
-    }
-
-    async fn execute(&self, code: &str, input_json: &str, broker: BrokerCtx, cancel: CancelToken) -> Outcome {
-        let limits = &self.limits;
-        let engine = self.runtime.engine();
-        let stdout = OutputCapture::new("stdout", limits.max_stdout_bytes as usize);
-        let stderr = OutputCapture::new("stderr", limits.max_stderr_bytes as usize);
-        let timeout = Duration::from_millis(limits.timeout_ms);
-        let state = RunState {
-            wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
-            table: ResourceTable::new(),
-            broker,
-            memory: MemoryGuard::new(limits.max_memory_bytes),
-            deadline: Instant::now() + timeout,
-            cancel: cancel.clone(),
-        };
-        let mut store = Store::new(engine.wasmtime(), state);
-        store.limiter(|state| &mut state.memory);
-        if let Err(err) = store.set_fuel(limits.fuel) {
-            return internal(format!("setting fuel: {err}"));
-        }
-        // Compute is interrupted by epochs: at every tick past the deadline check, stop
-        // if the deadline passed or the run was cancelled, else give the tokio worker
-        // back (guest code never yields on its own) and check again next tick.
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            let state = ctx.data();
-            if state.cancel.is_cancelled() || Instant::now() >= state.deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-
-        // Epochs do not fire while the guest waits in an async host call (a tool, a
-        // sleep), so a host timer bounds the whole run too, a little after the epoch
-        // deadline so that compute-bound guests are stopped by the epoch.
-        let hard_timeout = timeout + 2 * engine.epoch_tick();
-        let mut instantiate_time = Duration::ZERO;
-        let call = async {
-            let instantiate_started = Instant::now();
-            let runner = self.runtime.pre().instantiate_async(&mut store).await?;
-            instantiate_time = instantiate_started.elapsed();
-            runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await
-        };
-        // A guest computing is stopped by the epoch callback; one waiting on a tool or a
-        // sleep is stopped here, by dropping the call.
-        let result = tokio::select! {
-            result = tokio::time::timeout(hard_timeout, call) => result.map_err(|_| Termination::Timeout),
-            () = cancel.cancelled() => Err(Termination::Cancelled),
-        };
-
-        // The call future is gone; the Store is only read from here on, then dropped.
-        let fuel_left = store.get_fuel().unwrap_or(0);
-        let state = store.into_data();
-        let termination = match result {
-            Err(stopped) => stopped,
-            Ok(Err(err)) => classify_trap(&err, state.cancel.is_cancelled()),
-            Ok(Ok(Ok(json))) => Termination::Returned(json),
-            Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
-        };
-        let (tool_calls, breach) = state.broker.into_report();
-        let mut outcome = termination.into_outcome(
-            limits,
-            state.memory.exceeded(),
-            stdout.overflowed() || stderr.overflowed(),
-            breach,
-        );
-        outcome.stdout = stdout.snapshot();
-        outcome.stderr = stderr.snapshot();
-        outcome.tool_calls = tool_calls;
-        outcome.stats = Stats {
-            wall_time_us: 0,
-            instantiate_time_us: instantiate_time.as_micros() as u64,
-            fuel_used: limits.fuel.saturating_sub(fuel_left),
-            peak_memory_bytes: state.memory.peak_bytes() as u64,
-        };
-        outcome
-    }
-}
-
-fn internal(message: String) -> Outcome {
-    Outcome::early(Status::Internal, ErrorDetail::new("internal", message))
-}
-
-fn guest_error(error: RunError) -> ErrorDetail {
-    let from = |e: GuestException| ErrorDetail { kind: e.kind, message: e.message, traceback: e.traceback };
-    match error {
-        RunError::Syntax(e) | RunError::Exception(e) => from(e),
-        RunError::Contract(message) => ErrorDetail::new("ContractError", message),
     }
 }

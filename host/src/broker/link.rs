@@ -1,12 +1,49 @@
-//! Connects a [`BrokerCtx`] to the generated `tools` import, following wasmtime-wasi's
-//! four names per capability: the per-store state ([`BrokerCtx`]), a view trait that
+//! Connects the broker to the generated `tools` import, following wasmtime-wasi's
+//! four names per capability: the per-store state ([`GuestBroker`]), a view trait that
 //! projects it out of the store's data ([`BrokerView`]), the borrowed view the host
 //! functions are implemented on ([`BrokerCtxView`]), and a zero-sized [`Broker`] marker.
 
 use wasmtime::component::{HasData, Linker};
 
-use super::{BrokerCtx, CallError};
+use super::{BrokerCtx, CallError, ToolSummary};
 use crate::bindings::wasmbox::sandbox::tools;
+use crate::outcome::{ErrorDetail, ToolCallRecord};
+use crate::worker::ParentBroker;
+
+/// Who answers a guest's tool calls.
+// One per run, moved once into the Store: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum GuestBroker {
+    /// The broker itself, in this process.
+    Local(BrokerCtx),
+    /// Inside a worker process: the broker in the parent, over the worker's pipe. The
+    /// parent checks every call; this side only forwards.
+    Parent(ParentBroker),
+}
+
+impl GuestBroker {
+    fn list(&self) -> Vec<ToolSummary> {
+        match self {
+            GuestBroker::Local(ctx) => ctx.list(),
+            GuestBroker::Parent(parent) => parent.list(),
+        }
+    }
+
+    async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
+        match self {
+            GuestBroker::Local(ctx) => ctx.call(name, args_json).await,
+            GuestBroker::Parent(parent) => parent.call(name, args_json).await,
+        }
+    }
+
+    /// The trail and the latched breach; the parent keeps both for forwarded calls.
+    pub(crate) fn into_report(self) -> (Vec<ToolCallRecord>, Option<ErrorDetail>) {
+        match self {
+            GuestBroker::Local(ctx) => ctx.into_report(),
+            GuestBroker::Parent(_) => (Vec::new(), None),
+        }
+    }
+}
 
 /// Projects the broker state out of a Store's data.
 pub(crate) trait BrokerView: Send {
@@ -15,7 +52,7 @@ pub(crate) trait BrokerView: Send {
 
 /// A borrowed broker state, on which the `tools` host functions are implemented.
 pub(crate) struct BrokerCtxView<'a> {
-    pub(crate) ctx: &'a mut BrokerCtx,
+    pub(crate) ctx: &'a mut GuestBroker,
 }
 
 /// Marker tying the `tools` import to [`BrokerCtxView`].

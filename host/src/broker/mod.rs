@@ -40,7 +40,8 @@ use crate::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
 use crate::outcome::{CallStatus, ErrorDetail, ToolCallRecord};
 
 /// Why a tool call returned no result; mirrors the WIT `call-error` variant.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CallError {
     /// Unknown tool, or not in this run's scope.

@@ -1,0 +1,113 @@
+//! Executes one run in this process: a fresh Store from the runtime's `InstancePre`, the
+//! run's limits, the call, and the classification of how it ended. The in-process
+//! sandbox and the worker process both run guests through here.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunError};
+use crate::broker::link::GuestBroker;
+use crate::cancel::CancelToken;
+use crate::limits::Limits;
+use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
+use crate::output_capture::OutputCapture;
+use crate::run_state::{MemoryGuard, RunState};
+use crate::runtime::Runtime;
+use crate::termination::{classify_trap, Termination};
+use crate::wasi;
+
+/// Runs `code` on a fresh instance of `runtime` under `limits`, its tool calls answered
+/// by `broker`. Every ending is an [`Outcome`] (run id and wall time left for the caller).
+pub(crate) async fn execute(
+    runtime: &Runtime,
+    limits: &Limits,
+    code: &str,
+    input_json: &str,
+    broker: GuestBroker,
+    cancel: CancelToken,
+) -> Outcome {
+    let engine = runtime.engine();
+    let stdout = OutputCapture::new("stdout", limits.max_stdout_bytes as usize);
+    let stderr = OutputCapture::new("stderr", limits.max_stderr_bytes as usize);
+    let timeout = Duration::from_millis(limits.timeout_ms);
+    let state = RunState {
+        wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
+        table: ResourceTable::new(),
+        broker,
+        memory: MemoryGuard::new(limits.max_memory_bytes),
+        deadline: Instant::now() + timeout,
+        cancel: cancel.clone(),
+    };
+    let mut store = Store::new(engine.wasmtime(), state);
+    store.limiter(|state| &mut state.memory);
+    if let Err(err) = store.set_fuel(limits.fuel) {
+        return internal(format!("setting fuel: {err}"));
+    }
+    // Compute is interrupted by epochs: at every tick past the deadline check, stop
+    // if the deadline passed or the run was cancelled, else give the tokio worker
+    // back (guest code never yields on its own) and check again next tick.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| {
+        let state = ctx.data();
+        if state.cancel.is_cancelled() || Instant::now() >= state.deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+
+    // Epochs do not fire while the guest waits in an async host call (a tool, a
+    // sleep), so a host timer bounds the whole run too, a little after the epoch
+    // deadline so that compute-bound guests are stopped by the epoch.
+    let hard_timeout = timeout + 2 * engine.epoch_tick();
+    let mut instantiate_time = Duration::ZERO;
+    let call = async {
+        let instantiate_started = Instant::now();
+        let runner = runtime.pre().instantiate_async(&mut store).await?;
+        instantiate_time = instantiate_started.elapsed();
+        runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await
+    };
+    // A guest computing is stopped by the epoch callback; one waiting on a tool or a
+    // sleep is stopped here, by dropping the call.
+    let result = tokio::select! {
+        result = tokio::time::timeout(hard_timeout, call) => result.map_err(|_| Termination::Timeout),
+        () = cancel.cancelled() => Err(Termination::Cancelled),
+    };
+
+    // The call future is gone; the Store is only read from here on, then dropped.
+    let fuel_left = store.get_fuel().unwrap_or(0);
+    let state = store.into_data();
+    let termination = match result {
+        Err(stopped) => stopped,
+        Ok(Err(err)) => classify_trap(&err, state.cancel.is_cancelled()),
+        Ok(Ok(Ok(json))) => Termination::Returned(json),
+        Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
+    };
+    let (tool_calls, breach) = state.broker.into_report();
+    let mut outcome =
+        termination.into_outcome(limits, state.memory.exceeded(), stdout.overflowed() || stderr.overflowed(), breach);
+    outcome.stdout = stdout.snapshot();
+    outcome.stderr = stderr.snapshot();
+    outcome.tool_calls = tool_calls;
+    outcome.stats = Stats {
+        wall_time_us: 0,
+        instantiate_time_us: instantiate_time.as_micros() as u64,
+        fuel_used: limits.fuel.saturating_sub(fuel_left),
+        peak_memory_bytes: state.memory.peak_bytes() as u64,
+    };
+    outcome
+}
+
+pub(crate) fn internal(message: String) -> Outcome {
+    Outcome::early(Status::Internal, ErrorDetail::new("internal", message))
+}
+
+fn guest_error(error: RunError) -> ErrorDetail {
+    let from = |e: GuestException| ErrorDetail { kind: e.kind, message: e.message, traceback: e.traceback };
+    match error {
+        RunError::Syntax(e) | RunError::Exception(e) => from(e),
+        RunError::Contract(message) => ErrorDetail::new("ContractError", message),
+    }
+}

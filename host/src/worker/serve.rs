@@ -1,0 +1,249 @@
+//! The worker's side: serve runs over a pair of pipes (the `wasmbox worker` command
+//! serves them on its stdin and stdout).
+//!
+//! The worker holds no tools and makes no decisions about them: every tool call is
+//! forwarded to the parent, whose broker checks it against the run's scope and budgets
+//! and answers. A compromised worker can therefore ask for anything and get only what
+//! the parent would have given the guest anyway.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+
+use super::protocol::{
+    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, ToolListing, MAX_REQUEST_FRAME_BYTES,
+    PROTOCOL_VERSION,
+};
+use crate::broker::link::GuestBroker;
+use crate::broker::{CallError, ToolSummary};
+use crate::cancel::CancelToken;
+use crate::engine::{Engine, EngineConfig};
+use crate::error::Error;
+use crate::execution;
+use crate::import_check::ImportPolicy;
+use crate::outcome::{ErrorDetail, Outcome, Status};
+use crate::runtime::Runtime;
+
+/// How a worker sets up its engine. The parent passes these on the worker's command
+/// line so that the worker's engine finds the parent's precompiled guests.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// The parent's precompile cache; the worker only reads it.
+    pub cache_dir: PathBuf,
+    /// The parent's epoch period.
+    pub epoch_tick_ms: u64,
+}
+
+/// Why a worker stopped serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// A frame could not be read or written.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The parent broke the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The engine could not be built.
+    #[error(transparent)]
+    Setup(#[from] Error),
+}
+
+/// The sending half, shared by the run loop and the runs' tool calls.
+type FrameWriter<W> = Arc<tokio::sync::Mutex<W>>;
+
+/// State the frame reader shares with the run loop.
+#[derive(Default)]
+struct Session {
+    /// Tool calls waiting for the parent's answer, by call id.
+    pending: Mutex<HashMap<u32, oneshot::Sender<Result<String, CallError>>>>,
+    /// Cancels the run in progress.
+    cancel: Mutex<CancelToken>,
+}
+
+impl Session {
+    fn pending(&self) -> MutexGuard<'_, HashMap<u32, oneshot::Sender<Result<String, CallError>>>> {
+        self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn current_cancel(&self) -> MutexGuard<'_, CancelToken> {
+        self.cancel.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Serves runs from `input` to `output` until the parent says `shutdown` or closes the
+/// pipe. Returns an error when the parent breaks the protocol.
+///
+/// # Errors
+/// [`WorkerError`] for an unusable frame, a version mismatch or an engine that cannot
+/// be built; the parent sees the worker exit and reports the run `crashed`.
+pub async fn serve<R, W>(config: WorkerConfig, mut input: R, output: W) -> Result<(), WorkerError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let writer: FrameWriter<W> = Arc::new(tokio::sync::Mutex::new(output));
+    handshake(&mut input, &writer).await?;
+    let engine = Engine::new(EngineConfig {
+        cache_dir: config.cache_dir,
+        epoch_tick_ms: config.epoch_tick_ms,
+        // One run at a time per worker.
+        max_concurrent_runs: 1,
+        ..EngineConfig::default()
+    })?;
+
+    let session = Arc::new(Session::default());
+    let (runs_tx, mut runs_rx) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(read_requests(input, runs_tx, Arc::clone(&session)));
+    let mut runtimes = HashMap::new();
+    while let Some(request) = runs_rx.recv().await {
+        let cancel = CancelToken::new();
+        *session.current_cancel() = cancel.clone();
+        let outcome = run_one(&engine, &mut runtimes, request, &session, &writer, cancel).await;
+        send(&writer, &FromWorker::Outcome { outcome: Box::new(outcome) }).await?;
+    }
+    reader.await.map_err(|e| WorkerError::Protocol(format!("frame reader failed: {e}")))?
+}
+
+async fn handshake<R, W>(input: &mut R, writer: &FrameWriter<W>) -> Result<(), WorkerError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let problem = match read_frame::<_, ToWorker>(input, MAX_REQUEST_FRAME_BYTES).await? {
+        Some(ToWorker::Hello { version }) if version == PROTOCOL_VERSION => {
+            return send(writer, &FromWorker::Hello { version: PROTOCOL_VERSION, pid: std::process::id() }).await;
+        }
+        Some(ToWorker::Hello { version }) => {
+            format!("the parent speaks protocol version {version}, this worker {PROTOCOL_VERSION}")
+        }
+        Some(_) => "the first frame must be `hello`".to_owned(),
+        None => return Err(WorkerError::Protocol("the parent closed the pipe before `hello`".into())),
+    };
+    // Best effort: the parent may already be gone.
+    let _ = send(writer, &FromWorker::Fatal { message: problem.clone() }).await;
+    Err(WorkerError::Protocol(problem))
+}
+
+/// Reads the parent's frames: runs go to the run loop, tool results to the waiting call,
+/// `cancel` to the run in progress. Ends on `shutdown`, end of input, or a bad frame.
+async fn read_requests<R: AsyncRead + Unpin>(
+    mut input: R,
+    runs: mpsc::UnboundedSender<RunRequest>,
+    session: Arc<Session>,
+) -> Result<(), WorkerError> {
+    let result = loop {
+        match read_frame::<_, ToWorker>(&mut input, MAX_REQUEST_FRAME_BYTES).await {
+            Ok(Some(ToWorker::Run(request))) => {
+                if runs.send(request).is_err() {
+                    break Ok(());
+                }
+            }
+            Ok(Some(ToWorker::ToolResult { call_id, result })) => match session.pending().remove(&call_id) {
+                // The call may have been dropped by a timeout meanwhile.
+                Some(waiting) => drop(waiting.send(result)),
+                None => break Err(WorkerError::Protocol(format!("a result for unknown tool call {call_id}"))),
+            },
+            Ok(Some(ToWorker::Cancel)) => session.current_cancel().cancel(),
+            Ok(Some(ToWorker::Hello { .. })) => break Err(WorkerError::Protocol("a second `hello`".into())),
+            Ok(Some(ToWorker::Shutdown) | None) => break Ok(()),
+            Err(err) => break Err(err.into()),
+        }
+    };
+    // Whatever ended the session also ends the run in progress.
+    session.current_cancel().cancel();
+    result
+}
+
+async fn run_one<W>(
+    engine: &Engine,
+    runtimes: &mut HashMap<(PathBuf, ImportPolicy), Runtime>,
+    request: RunRequest,
+    session: &Arc<Session>,
+    writer: &FrameWriter<W>,
+    cancel: CancelToken,
+) -> Outcome
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let key = (request.guest.clone(), request.policy);
+    let runtime = match runtimes.get(&key) {
+        Some(runtime) => runtime.clone(),
+        None => match Runtime::from_file_with(engine, &request.guest, request.policy) {
+            Ok(runtime) => runtimes.entry(key).or_insert(runtime).clone(),
+            Err(err) => return Outcome::early(Status::Internal, ErrorDetail::new("worker_guest", err.to_string())),
+        },
+    };
+    let parent = ParentBroker::new(request.tools, Arc::clone(session), Box::new(ForwardTo(Arc::clone(writer))));
+    execution::execute(
+        &runtime,
+        &request.limits,
+        &request.code,
+        &request.input_json,
+        GuestBroker::Parent(parent),
+        cancel,
+    )
+    .await
+}
+
+async fn send<W: AsyncWrite + Unpin>(writer: &FrameWriter<W>, message: &FromWorker) -> Result<(), WorkerError> {
+    Ok(write_frame(&mut *writer.lock().await, message).await?)
+}
+
+/// Sends a tool call to the parent; boxed so the Store's data needs no writer type.
+trait Forward: Send + Sync {
+    fn send<'a>(&'a self, message: FromWorker) -> futures::future::BoxFuture<'a, Result<(), WorkerError>>;
+}
+
+struct ForwardTo<W>(FrameWriter<W>);
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Forward for ForwardTo<W> {
+    fn send<'a>(&'a self, message: FromWorker) -> futures::future::BoxFuture<'a, Result<(), WorkerError>> {
+        Box::pin(async move { send(&self.0, &message).await })
+    }
+}
+
+/// The broker as a worker's guest reaches it: the parent, over the pipe.
+pub(crate) struct ParentBroker {
+    tools: Vec<ToolListing>,
+    session: Arc<Session>,
+    forward: Box<dyn Forward>,
+    calls: u32,
+}
+
+impl ParentBroker {
+    fn new(tools: Vec<ToolListing>, session: Arc<Session>, forward: Box<dyn Forward>) -> Self {
+        ParentBroker { tools, session, forward, calls: 0 }
+    }
+
+    /// What the parent says this run may call.
+    pub(crate) fn list(&self) -> Vec<ToolSummary> {
+        self.tools
+            .iter()
+            .map(|t| ToolSummary {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                args_schema: t.args_schema.clone(),
+            })
+            .collect()
+    }
+
+    /// Asks the parent's broker; its answer is the guest's answer.
+    pub(crate) async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
+        self.calls += 1;
+        let call_id = self.calls;
+        let (answer_tx, answer_rx) = oneshot::channel();
+        self.session.pending().insert(call_id, answer_tx);
+        let call = FromWorker::ToolCall { call_id, name: name.to_owned(), args_json: args_json.to_owned() };
+        if self.forward.send(call).await.is_err() {
+            self.session.pending().remove(&call_id);
+            return Err(CallError::Failed(format!("tool `{name}`: the parent process is gone")));
+        }
+        answer_rx
+            .await
+            .unwrap_or_else(|_| Err(CallError::Failed(format!("tool `{name}`: the parent process did not answer"))))
+    }
+}
