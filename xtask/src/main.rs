@@ -1,11 +1,14 @@
 //! `cargo xtask` — the project's build steps that need more than cargo: pip, npm,
 //! rustup. Kept out of build.rs so that building the host never touches the network.
 //!
-//! - `cargo xtask setup`  — install what the other steps need (rustup target, venv, node).
+//! - `cargo xtask setup`  — install what the other steps need (rustup targets, venv, node,
+//!   bubblewrap, the cross-check C toolchain).
 //! - `cargo xtask guests` — build the guest components into `target/guests/`: the
 //!   built-in Python and JS guests, the Rust guests of guests/rust, and the examples.
 //! - `cargo xtask demo`   — setup + guests + run the demo (Python snippets calling tools).
-//! - `cargo xtask test`   — setup + guests + fmt + clippy + every test.
+//! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
+//!   + every test.
+//! - `cargo xtask cross-check` — only the Windows/macOS `cargo check` (after setup).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +19,10 @@ use sha2::{Digest, Sha256};
 
 /// componentize-py is pinned: the guest's snapshot and CPython version come from it.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// Host and CLI are `cargo check`ed for these too, so code that only builds on Linux
+/// cannot land (the worker wrappers have Windows- and macOS-only parts).
+const CROSS_CHECK_TARGETS: [&str; 2] = ["x86_64-pc-windows-msvc", "aarch64-apple-darwin"];
 
 fn main() -> Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -32,7 +39,8 @@ fn main() -> Result<()> {
                 .env("WASMBOX_CACHE_DIR", cache_dir(&root)))
         }
         "test" => test(&root),
-        _ => bail!("usage: cargo xtask <setup|guests|demo|test>"),
+        "cross-check" => cross_check(&root),
+        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check>"),
     }
 }
 
@@ -60,7 +68,7 @@ fn run(command: &mut Command) -> Result<()> {
 }
 
 fn setup(root: &Path) -> Result<()> {
-    run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]))?;
+    run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).args(CROSS_CHECK_TARGETS))?;
     let venv = root.join("target/guest-tools/venv");
     let componentize = venv.join("bin/componentize-py");
     let installed = Command::new(&componentize).arg("--version").output().is_ok_and(|o| {
@@ -85,6 +93,25 @@ fn setup(root: &Path) -> Result<()> {
     if Command::new("npm").arg("--version").output().is_err() {
         apt_install(&["nodejs", "npm"])?;
     }
+    if cfg!(target_os = "linux") {
+        let mut missing = Vec::new();
+        // The `bwrap` isolation tests run wherever bubblewrap can create namespaces.
+        if !["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].iter().any(|p| Path::new(p).is_file()) {
+            missing.push("bubblewrap");
+        }
+        // See `cross_check_c_env`.
+        for (program, package) in [("clang", "clang"), ("llvm-lib", "llvm"), ("llvm-ar", "llvm")] {
+            if Command::new(program).arg("--version").output().is_err() && !missing.contains(&package) {
+                missing.push(package);
+            }
+        }
+        if !Path::new(MINGW_INCLUDE).join("windows.h").is_file() {
+            missing.push("mingw-w64-x86-64-dev");
+        }
+        if !missing.is_empty() {
+            apt_install(&missing)?;
+        }
+    }
     Ok(())
 }
 
@@ -96,6 +123,70 @@ fn apt_install(packages: &[&str]) -> Result<()> {
     }
     run(Command::new("apt-get").args(["update", "-qq"]))?;
     run(Command::new("apt-get").args(["install", "-y", "-qq"]).args(packages))
+}
+
+/// `cargo check` of host and CLI for every [`CROSS_CHECK_TARGETS`], into target/<triple>/
+/// of the one target dir.
+fn cross_check(root: &Path) -> Result<()> {
+    for target in CROSS_CHECK_TARGETS {
+        run(cargo()
+            .args(["check", "--quiet", "-p", "wasmbox", "-p", "wasmbox-cli", "--target", target])
+            .envs(cross_check_c_env(root, target)?))?;
+    }
+    Ok(())
+}
+
+/// Windows API headers from mingw-w64 (Debian/Ubuntu `mingw-w64-x86-64-dev`).
+const MINGW_INCLUDE: &str = "/usr/share/mingw-w64/include";
+
+/// `cargo check` for Windows and macOS from Linux. Checking never links, but build
+/// scripts still run, and two of wasmtime's compile a C file for the target with `cc`:
+/// `wasmtime-internal-fiber` (Windows: `GetCurrentFiber` from <windows.h>) and
+/// `wasmtime` (all targets: a weak-symbol helper that needs only `NULL` from
+/// <stdlib.h>). The host's gcc can do neither, so:
+/// - Windows: clang with mingw-w64's Windows headers. Those only parse in clang's GNU
+///   mode, so the shim is compiled for `x86_64-w64-windows-gnu` — the same x64 ABI and
+///   COFF object format as MSVC — and archived with `llvm-lib`. (The MSVC SDK itself
+///   cannot be installed on Linux without accepting Microsoft's licence, as `xwin` does.)
+/// - macOS: Apple's SDK is not redistributable, so clang compiles for
+///   `arm64-apple-macosx` against no system headers at all (`-nostdlibinc`; clang's own
+///   stdint.h/stdbool.h/stddef.h suffice) plus a one-line <stdlib.h> that supplies `NULL`
+///   from <stddef.h>; archived with `llvm-ar`.
+///
+/// The objects are never linked, only checked for. On a macOS or Windows host the
+/// native toolchain is used instead, as is any `CC_<target>` the caller already set.
+fn cross_check_c_env(root: &Path, target: &str) -> Result<Vec<(String, String)>> {
+    let suffix = target.replace('-', "_");
+    if !cfg!(target_os = "linux") || std::env::var_os(format!("CC_{suffix}")).is_some() {
+        return Ok(Vec::new());
+    }
+    let (cflags, archiver) = match target {
+        "x86_64-pc-windows-msvc" => {
+            if !Path::new(MINGW_INCLUDE).join("windows.h").is_file() {
+                bail!("{MINGW_INCLUDE}/windows.h is missing: install mingw-w64-x86-64-dev (cargo xtask setup does)");
+            }
+            (format!("--target=x86_64-w64-windows-gnu -isystem {MINGW_INCLUDE}"), "llvm-lib")
+        }
+        "aarch64-apple-darwin" => {
+            let include = root.join("target/cross-check/darwin-include");
+            std::fs::create_dir_all(&include)?;
+            std::fs::write(
+                include.join("stdlib.h"),
+                "/* cargo xtask: macOS cross-check without the SDK; see cross_check_c_env. */\n#include <stddef.h>\n",
+            )?;
+            let include = include.to_str().context("the workspace path is not UTF-8")?;
+            if include.contains(char::is_whitespace) {
+                bail!("CFLAGS cannot hold the include path {include:?}, which has whitespace");
+            }
+            (format!("-nostdlibinc -isystem {include}"), "llvm-ar")
+        }
+        other => bail!("no cross-check C toolchain for {other}"),
+    };
+    Ok(vec![
+        (format!("CC_{suffix}"), "clang".into()),
+        (format!("CFLAGS_{suffix}"), cflags),
+        (format!("AR_{suffix}"), archiver.into()),
+    ])
 }
 
 fn build_guests(root: &Path) -> Result<()> {
@@ -243,6 +334,7 @@ fn test(root: &Path) -> Result<()> {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust")))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
+    cross_check(root)?;
     run(cargo()
         .args(["clippy", "--quiet", "--release", "--locked", "--target", "wasm32-wasip2"])
         .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
