@@ -22,15 +22,10 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub use hardening::{harden_worker_process, WORKER_MAX_OPEN_FILES};
-// Used by worker/ (the parent-side client) once it spawns workers.
-#[allow(unused_imports)]
-pub(crate) use bubblewrap::bwrap_available;
-#[allow(unused_imports)]
-pub(crate) use docker::docker_available;
-#[allow(unused_imports)]
 pub(crate) use process_tree::{contain, kill_tree, ProcessGuard};
+// For tests and callers that want to check a wrapper up front; plan() probes anyway.
 #[allow(unused_imports)]
-pub(crate) use seatbelt::seatbelt_available;
+pub(crate) use {bubblewrap::bwrap_available, docker::docker_available, seatbelt::seatbelt_available};
 
 /// Where a run's guest executes. `InProcess` is the default.
 ///
@@ -164,7 +159,6 @@ impl LaunchPlan {
     /// and on Unix its own process group so [`kill_tree`] reaches every process in it.
     /// Stdio is left to the caller. Stderr must be a pipe or null, not a regular file:
     /// the worker sets `RLIMIT_FSIZE` to 0 (see [`harden_worker_process`]).
-    #[allow(dead_code)] // Used by worker/ once it spawns workers.
     pub(crate) fn command(&self) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.program);
         command.args(&self.args).env_clear().envs(self.env.iter().map(|(k, v)| (k, v))).kill_on_drop(true);
@@ -174,7 +168,6 @@ impl LaunchPlan {
     }
 
     /// The [`kill_plan`](Self::kill_plan) as a command, with the same environment.
-    #[allow(dead_code)] // Used by worker/ once it spawns workers.
     pub(crate) fn kill_command(&self) -> Option<tokio::process::Command> {
         let (program, args) = self.kill_plan.as_ref()?;
         let mut command = tokio::process::Command::new(program);
@@ -212,7 +205,6 @@ pub(crate) enum IsolationError {
 /// the platform fits, paths are absolute) run every time; the probes that spawn a process
 /// (can bwrap create namespaces, does the docker engine answer) run once per process
 /// and are cached only when they succeed, so a fixed host is noticed.
-#[allow(dead_code)] // Used by worker/ once it spawns workers.
 pub(crate) fn plan(isolation: &Isolation, launch: &WorkerLaunch) -> Result<LaunchPlan, IsolationError> {
     let name = isolation.name();
     if matches!(isolation, Isolation::InProcess) {

@@ -27,7 +27,6 @@ pub(crate) struct ProcessGuard {
 /// capped at `memory_limit_bytes` (per process and for the whole job) that kills the
 /// tree on close; on Unix checks it leads its own process group, which is what makes
 /// [`kill_tree`] reach its descendants and nothing else.
-#[allow(dead_code)] // Used by worker/ once it spawns workers.
 pub(crate) fn contain(child: &Child, memory_limit_bytes: u64) -> io::Result<ProcessGuard> {
     #[cfg(windows)]
     {
@@ -63,7 +62,6 @@ pub(crate) fn contain(child: &Child, memory_limit_bytes: u64) -> io::Result<Proc
 /// while the worker is not yet reaped (a reaped leader's id could name someone else's
 /// group), then to the worker itself. Windows: terminates the worker; the rest of the
 /// Job Object dies when the [`ProcessGuard`] is dropped.
-#[allow(dead_code)] // Used by worker/ once it spawns workers.
 pub(crate) fn kill_tree(child: &mut Child) -> io::Result<()> {
     #[cfg(unix)]
     if let Some(id) = child.id() {
