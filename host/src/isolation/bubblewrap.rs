@@ -101,9 +101,21 @@ fn args(launch: &WorkerLaunch, runtime_files: &[PathBuf]) -> Vec<OsString> {
 /// The ELF interpreter and shared libraries `binary` needs, as the host's loader
 /// resolves them. A static binary needs none.
 fn runtime_files(binary: &Path) -> Result<Vec<PathBuf>, IsolationError> {
-    let bytes = std::fs::read(binary)
-        .map_err(|e| invalid(format!("cannot read the worker program {}: {e}", binary.display())))?;
-    let Some(interpreter) = elf_interpreter(&bytes).map_err(|e| invalid(format!("{}: {e}", binary.display())))? else {
+    let read = |limit: u64| -> Result<Vec<u8>, IsolationError> {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        std::fs::File::open(binary)
+            .and_then(|file| file.take(limit).read_to_end(&mut bytes))
+            .map_err(|e| invalid(format!("cannot read the worker program {}: {e}", binary.display())))?;
+        Ok(bytes)
+    };
+    // The headers and the interpreter path sit at the start of every linker's output;
+    // the binary itself can be tens of MB, so read the rest only if they do not.
+    let interpreter = match elf_interpreter(&read(64 * 1024)?) {
+        Ok(interpreter) => Ok(interpreter),
+        Err(_) => elf_interpreter(&read(u64::MAX)?),
+    };
+    let Some(interpreter) = interpreter.map_err(|e| invalid(format!("{}: {e}", binary.display())))? else {
         return Ok(Vec::new());
     };
     let listing = probe(&interpreter, &["--list", &binary.to_string_lossy()], &[])
