@@ -172,6 +172,16 @@ where
     let key = (request.guest.clone(), request.policy);
     let runtime = match runtimes.get(&key) {
         Some(runtime) => runtime.clone(),
+        // The worker only reads the cache: the parent compiled the guest before asking,
+        // and a worker that found it missing must not write there.
+        None if !engine.is_precompiled_file(&request.guest) => {
+            let message = format!(
+                "{} is not precompiled in {} (the parent precompiles guests; the worker never writes the cache)",
+                request.guest.display(),
+                engine.cache_dir().display()
+            );
+            return Outcome::early(Status::Internal, ErrorDetail::new("worker_guest", message));
+        }
         None => match Runtime::from_file_with(engine, &request.guest, request.policy) {
             Ok(runtime) => runtimes.entry(key).or_insert(runtime).clone(),
             Err(err) => return Outcome::early(Status::Internal, ErrorDetail::new("worker_guest", err.to_string())),
