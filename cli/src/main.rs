@@ -135,6 +135,13 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Worker { .. }) {
+        // Before the async runtime starts its threads: no-new-privileges applies to the
+        // calling thread and those it creates later.
+        if let Err(err) = wasmbox::worker::harden_process() {
+            return fail(anyhow::Error::from(err).context("hardening the worker process"));
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(anyhow::Error::from(err)),
@@ -154,8 +161,6 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(*args).await,
         Command::Worker { cache_dir, epoch_tick_ms } => {
-            // Before anything else: no core dumps, no new files, few descriptors.
-            wasmbox::worker::harden_process().context("hardening the worker process")?;
             let config = WorkerConfig { cache_dir, epoch_tick_ms };
             wasmbox::worker::serve(config, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
