@@ -2,14 +2,23 @@
 //! for the workloads W1–W6 of `lib.rs`, and the host-side cost of one broker call.
 //!
 //! `cargo bench -p wasmbox-benches` (build the guest first: `cargo xtask guests`).
+//! `WASMBOX_BENCH_POOLING=0` runs them on the on-demand instance allocator instead of
+//! the default pool, for before/after comparisons.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use wasmbox::{Engine, EngineConfig, Runtime, Sandbox, Scope, Tool, Tools};
 use wasmbox_benches::{Workload, WORKLOADS};
 
+/// The engine configuration of every bench: the default, or on-demand allocation when
+/// `WASMBOX_BENCH_POOLING=0`.
+fn engine_config() -> EngineConfig {
+    let pooling = std::env::var("WASMBOX_BENCH_POOLING").map_or(true, |v| v != "0");
+    EngineConfig { pooling, ..EngineConfig::default() }
+}
+
 fn sandbox(runtime: impl Fn(&Engine) -> Result<Runtime, wasmbox::Error>) -> Sandbox {
-    let engine = Engine::new(EngineConfig::default()).expect("engine");
+    let engine = Engine::new(engine_config()).expect("engine");
     let runtime = runtime(&engine).expect("the guests are built: run `cargo xtask guests`");
     let mut tools = Tools::new();
     tools
@@ -37,6 +46,22 @@ fn bench_language(
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let sandbox = sandbox(runtime);
     let mut group = c.benchmark_group(language);
+    // Instantiate only: the guest's own measure of the instantiation inside W1 runs
+    // (fresh Store, `InstancePre::instantiate_async`), without the call and the drop.
+    let trivial = code(&WORKLOADS[0]);
+    group.bench_function("instantiate", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let sandbox = sandbox.clone();
+            async move {
+                let mut total = std::time::Duration::ZERO;
+                for _ in 0..iters {
+                    let outcome = sandbox.run(trivial).await;
+                    total += std::time::Duration::from_micros(outcome.stats.instantiate_time_us);
+                }
+                total
+            }
+        })
+    });
     for workload in &WORKLOADS {
         let code = code(workload);
         // Fail loudly rather than timing an error path.

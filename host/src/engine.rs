@@ -55,10 +55,10 @@ pub struct EngineConfig {
     /// docs/performance.md). The pool holds 2 × `max_concurrent_runs`
     /// instances, at least 16: nested runs share their parent's admission slot but take
     /// an instance each. A run that finds the pool full ends `rejected` with error kind
-    /// `instance_pool`. It *reserves*
-    /// address space up front, ~4 GiB per linear memory slot (~21 GiB per Python
-    /// instance slot, committed only as guests touch it): set `false` where virtual
-    /// address space is limited (`ulimit -v`, 32-bit hosts).
+    /// `instance_pool`. The pool *reserves* address space up front, committed only as
+    /// guests touch it: ~8 GiB per instance (two 4 GiB memory slots), so ~1 TiB for
+    /// the default 64 runs and ~16 TiB for 1,000, of the 128 TiB a 64-bit Linux
+    /// process has. Set `false` where virtual address space is limited (`ulimit -v`).
     pub pooling: bool,
 }
 
@@ -234,6 +234,9 @@ const TABLE_ELEMENTS: usize = 50_000;
 /// limiter enforces each run's own, smaller cap.
 const MAX_MEMORY_SIZE: usize = 4 << 30;
 
+/// Bytes of a linear memory or table kept mapped, and reset by copying, after a run.
+const KEEP_RESIDENT_BYTES: usize = 16 << 20;
+
 /// The pooling allocator sized for `max_concurrent_runs`.
 fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig {
     let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
@@ -253,6 +256,19 @@ fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig 
         // generous, so that custom guests bigger than CPython load.
         .max_core_instance_size(8 << 20)
         .max_component_instance_size(64 << 20);
+    // Where the kernel has the PAGEMAP_SCAN ioctl (Linux 6.7+), reset a finished run's
+    // memory by copying back only the pages it dirtied, keeping them mapped, instead of
+    // `madvise`-ing all of it away and taking the page faults again in the next run.
+    // Measured: a JS W1 run 1.4 -> 0.65 ms, with 57 instead of ~220 page faults;
+    // CPython dirties its memory too sparsely for the scan's 32 regions, so it gains
+    // less (~520 -> ~420 faults). The cost: up to KEEP_RESIDENT_BYTES of each slot
+    // already used stays resident. Without the ioctl, keeping memory resident would
+    // mean copying its first 16 MiB back after every run: not worth it.
+    if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+        pool.linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES)
+            .pagemap_scan(wasmtime::Enabled::Yes);
+    }
     pool
 }
 
