@@ -167,11 +167,11 @@ async fn run_snippets(sandbox: &Sandbox, language: &str, snippets: &[(&str, &str
             (None, None) => println!("=> {}", outcome.status),
         }
         println!(
-            "   {} tool calls, {:.2} ms wall, {:.2} ms instantiate, {} fuel\n",
+            "   {} tool calls, {:.2} ms wall, {:.2} ms instantiate, {:.1} MiB peak memory\n",
             outcome.tool_calls.len(),
             outcome.stats.wall_time_us as f64 / 1000.0,
             outcome.stats.instantiate_time_us as f64 / 1000.0,
-            outcome.stats.fuel_used
+            outcome.stats.peak_memory_bytes as f64 / f64::from(1 << 20)
         );
     }
 }

@@ -42,8 +42,12 @@ pub(crate) async fn execute(
     };
     let mut store = Store::new(engine.wasmtime(), state);
     store.limiter(|state| &mut state.memory);
-    if let Err(err) = store.set_fuel(limits.fuel) {
-        return internal(format!("setting fuel: {err}"));
+    // Without a budget a metering engine still needs fuel to run on.
+    let fuel = limits.fuel.unwrap_or(u64::MAX);
+    if engine.meters_fuel() {
+        if let Err(err) = store.set_fuel(fuel) {
+            return internal(format!("setting fuel: {err}"));
+        }
     }
     // Compute is interrupted by epochs: at every tick past the deadline check, stop
     // if the deadline passed or the run was cancelled, else give the tokio worker
@@ -77,7 +81,7 @@ pub(crate) async fn execute(
     };
 
     // The call future is gone; the Store is only read from here on, then dropped.
-    let fuel_left = store.get_fuel().unwrap_or(0);
+    let fuel_used = store.get_fuel().map_or(0, |left| fuel.saturating_sub(left));
     let state = store.into_data();
     let termination = match result {
         Err(stopped) => stopped,
@@ -94,7 +98,7 @@ pub(crate) async fn execute(
     outcome.stats = Stats {
         wall_time_us: 0,
         instantiate_time_us: instantiate_time.as_micros() as u64,
-        fuel_used: limits.fuel.saturating_sub(fuel_left),
+        fuel_used,
         peak_memory_bytes: state.memory.peak_bytes() as u64,
     };
     outcome

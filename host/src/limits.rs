@@ -13,10 +13,6 @@ use serde::{Deserialize, Serialize};
 
 /// Default wall-clock deadline of a run, tool waits included.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
-/// Default fuel budget. CPython-in-wasm spends roughly 2,400 fuel per iteration of a
-/// trivial `for` loop, so this is on the order of 8 million Python loop iterations — a
-/// deterministic backstop that normally lets the wall-clock deadline fire first.
-pub const DEFAULT_FUEL: u64 = 20_000_000_000;
 /// Default cap on the guest's linear memories and tables, in bytes.
 pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 256 << 20;
 /// Default cap on captured stdout.
@@ -59,8 +55,12 @@ const MAX_JSON_DEPTH: u32 = 128;
 pub struct Limits {
     /// Wall-clock deadline of the whole run, including time spent waiting on tools.
     pub timeout_ms: u64,
-    /// Fuel budget (wasm instructions, roughly). See [`DEFAULT_FUEL`] for what it means.
-    pub fuel: u64,
+    /// A deterministic compute budget in fuel (roughly wasm instructions): CPython in
+    /// wasm spends ~2,400 fuel per iteration of a trivial `for` loop. Needs an engine
+    /// built with [`EngineConfig::fuel_metering`](crate::EngineConfig::fuel_metering);
+    /// a run asking for fuel on another engine is `invalid_request`. Default `None`: the
+    /// deadline alone bounds compute.
+    pub fuel: Option<u64>,
     /// Cap on guest memory (linear memories and tables together).
     pub max_memory_bytes: u64,
     /// Cap on captured stdout; a guest writing past it is stopped with `output_limit`.
@@ -94,7 +94,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             timeout_ms: DEFAULT_TIMEOUT_MS,
-            fuel: DEFAULT_FUEL,
+            fuel: None,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             max_stdout_bytes: DEFAULT_MAX_STDOUT_BYTES,
             max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
@@ -131,7 +131,7 @@ impl Limits {
     pub fn validate(&self) -> Result<(), LimitsError> {
         let nonzero: [(&'static str, u64); 12] = [
             ("timeout_ms", self.timeout_ms),
-            ("fuel", self.fuel),
+            ("fuel", self.fuel.unwrap_or(1)),
             ("max_stdout_bytes", self.max_stdout_bytes),
             ("max_stderr_bytes", self.max_stderr_bytes),
             ("max_code_bytes", self.max_code_bytes),
@@ -200,6 +200,10 @@ mod tests {
         assert!(err.to_string().contains("unknown field"), "{err}");
         let ok: Limits = serde_json::from_str(r#"{"timeout_ms": 5}"#).unwrap();
         assert_eq!(ok.timeout_ms, 5);
-        assert_eq!(ok.fuel, DEFAULT_FUEL);
+        assert_eq!(ok.fuel, None);
+        let fuel: Limits = serde_json::from_str(r#"{"fuel": 1000}"#).unwrap();
+        assert_eq!(fuel.fuel, Some(1000));
+        let zero = Limits { fuel: Some(0), ..Limits::default() };
+        assert_eq!(zero.validate().unwrap_err().field, "fuel");
     }
 }

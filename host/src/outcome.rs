@@ -162,7 +162,7 @@ pub struct Stats {
     pub wall_time_us: u64,
     /// Time spent creating the Store and instantiating the guest.
     pub instantiate_time_us: u64,
-    /// Fuel consumed by the guest.
+    /// Fuel consumed by the guest; 0 unless the engine meters fuel.
     pub fuel_used: u64,
     /// The largest total size of the guest's linear memories seen during the run.
     pub peak_memory_bytes: u64,

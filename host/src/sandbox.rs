@@ -255,6 +255,10 @@ impl Sandbox {
     fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {
         let limits = &self.limits;
         limits.validate().map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
+        if limits.fuel.is_some() && !self.runtime.engine().meters_fuel() {
+            let message = "a fuel budget needs an engine built with EngineConfig { fuel_metering: true, .. }";
+            return Err(ErrorDetail::new("invalid_limits", message));
+        }
         if code.len() as u64 > limits.max_code_bytes {
             let message = format!("code is {} bytes, over the cap of {} bytes", code.len(), limits.max_code_bytes);
             return Err(ErrorDetail::new("max_code_bytes", message));

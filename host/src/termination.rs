@@ -66,7 +66,10 @@ impl Termination {
             Termination::Cancelled => (Status::Cancelled, ErrorDetail::new("cancelled", "the run was cancelled")),
             Termination::FuelExhausted => (
                 Status::FuelExhausted,
-                ErrorDetail::new("fuel", format!("the run used its fuel budget of {}", limits.fuel)),
+                ErrorDetail::new(
+                    "fuel",
+                    format!("the run used its fuel budget of {}", limits.fuel.unwrap_or_default()),
+                ),
             ),
             _ if memory_exceeded => (Status::MemoryExhausted, memory_detail(limits)),
             Termination::OutputLimit => (Status::OutputLimit, output_detail(limits)),

@@ -183,12 +183,15 @@ fn check(case: &Case, language: &str, outcome: &Outcome) -> Vec<String> {
     problems
 }
 
-async fn run_suite(language: &str, runtime: Runtime) {
+/// Runs every case for `language`; a case with a fuel budget runs on `fuel_runtime`.
+async fn run_suite(language: &str, runtime: Runtime, fuel_runtime: fn() -> Runtime) {
     let cases = load_cases();
     let (mut ran, mut failures) = (0, Vec::new());
     for (file, case) in &cases {
         let Some(code) = case.code(language) else { continue };
         ran += 1;
+        let metered = case.limits.as_ref().is_some_and(|limits| limits.fuel.is_some());
+        let runtime = if metered { fuel_runtime() } else { runtime.clone() };
         let sandbox = sandbox_for(&runtime, case);
         let input = case.input.clone().unwrap_or(Value::Null);
         let outcome = sandbox.run_with_input(code, &input).await;
@@ -253,10 +256,10 @@ fn short(outcome: &Outcome) -> String {
 
 #[tokio::test]
 async fn conformance_python() {
-    run_suite("python", crate::support::python()).await;
+    run_suite("python", crate::support::python(), crate::support::python_fuel).await;
 }
 
 #[tokio::test]
 async fn conformance_js() {
-    run_suite("js", crate::support::javascript()).await;
+    run_suite("js", crate::support::javascript(), crate::support::javascript_fuel).await;
 }

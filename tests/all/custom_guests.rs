@@ -25,12 +25,17 @@ macro_rules! has_a_test {
 
 /// A guest from target/guests, loaded once per test process with `policy`.
 fn load(name: &str, policy: ImportPolicy) -> Runtime {
+    load_on(&support::engine(), name, policy)
+}
+
+fn load_on(engine: &wasmbox::Engine, name: &str, policy: ImportPolicy) -> Runtime {
     static LOADED: OnceLock<Mutex<HashMap<String, Runtime>>> = OnceLock::new();
     let mut loaded = LOADED.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
-    let runtime = loaded.entry(name.into()).or_insert_with(|| {
+    let key = format!("{name} {}", engine.meters_fuel());
+    let runtime = loaded.entry(key).or_insert_with(|| {
         let path = builtin_guest_path(name);
         assert!(path.is_file(), "{} is missing: run `cargo xtask guests`", path.display());
-        Runtime::from_file_with(&support::engine(), &path, policy).unwrap_or_else(|err| panic!("{err}"))
+        Runtime::from_file_with(engine, &path, policy).unwrap_or_else(|err| panic!("{err}"))
     });
     runtime.clone()
 }
@@ -161,7 +166,8 @@ mod guest {
 
 #[tokio::test]
 async fn an_infinite_loop_exhausts_a_fuel_budget() {
-    let guest = rust_guest("infinite_loop").limits(Limits { fuel: 10_000_000, ..Limits::default() });
+    let runtime = load_on(&support::fuel_engine(), "infinite_loop", ImportPolicy::Strict);
+    let guest = Sandbox::new(runtime, support::tools()).limits(Limits { fuel: Some(10_000_000), ..Limits::default() });
     let outcome = run(&guest, "", Value::Null).await;
     assert_eq!(outcome.status, Status::FuelExhausted, "{:?}", outcome.error);
 }

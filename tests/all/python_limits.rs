@@ -1,9 +1,9 @@
 //! Every limit stops (or is latched against) the guest, and the host survives it.
 
 use serde_json::json;
-use wasmbox::{Limits, Status};
+use wasmbox::{Limits, Sandbox, Status};
 
-use crate::support::{run, run_limited, value};
+use crate::support::{python_fuel, run, run_limited, tools, value};
 
 #[tokio::test]
 async fn an_infinite_loop_times_out() {
@@ -14,10 +14,22 @@ async fn an_infinite_loop_times_out() {
 
 #[tokio::test]
 async fn a_small_fuel_budget_is_exhausted() {
-    let limits = Limits { fuel: 50_000_000, ..Limits::default() };
-    let outcome = run_limited("while True:\n    pass", limits).await;
+    let limits = Limits { fuel: Some(50_000_000), ..Limits::default() };
+    let sandbox = Sandbox::new(python_fuel(), tools()).limits(limits);
+    let outcome = sandbox.run("while True:\n    pass").await;
     assert_eq!(outcome.status, Status::FuelExhausted);
     assert!(outcome.stats.fuel_used >= 50_000_000 - 10_000, "{}", outcome.stats.fuel_used);
+    // Without a budget a metering engine counts what a run used.
+    let outcome = Sandbox::new(python_fuel(), tools()).run("sum(range(1000))").await;
+    assert_eq!(value(&outcome), json!(499500));
+    assert!(outcome.stats.fuel_used > 0);
+}
+
+#[tokio::test]
+async fn a_fuel_budget_needs_a_metering_engine() {
+    let outcome = run_limited("1", Limits { fuel: Some(1_000_000), ..Limits::default() }).await;
+    assert_eq!(outcome.status, Status::InvalidRequest);
+    assert!(outcome.error.unwrap().message.contains("fuel_metering"));
 }
 
 #[tokio::test]

@@ -18,14 +18,43 @@ pub fn javascript() -> Runtime {
     shared(&RUNTIME, Runtime::javascript)
 }
 
-fn shared(cell: &'static OnceLock<Runtime>, load: fn(&Engine) -> Result<Runtime, wasmbox::Error>) -> Runtime {
-    cell.get_or_init(|| load(&engine()).unwrap_or_else(|err| panic!("{err} (the tests need the guests)"))).clone()
+/// The Python runtime on the fuel-metering engine.
+pub fn python_fuel() -> Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    shared_on(&RUNTIME, fuel_engine(), Runtime::python)
 }
 
-/// The engine every runtime of the test process shares.
+/// The JavaScript runtime on the fuel-metering engine.
+pub fn javascript_fuel() -> Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    shared_on(&RUNTIME, fuel_engine(), Runtime::javascript)
+}
+
+fn shared(cell: &'static OnceLock<Runtime>, load: fn(&Engine) -> Result<Runtime, wasmbox::Error>) -> Runtime {
+    shared_on(cell, engine(), load)
+}
+
+fn shared_on(
+    cell: &'static OnceLock<Runtime>,
+    engine: Engine,
+    load: fn(&Engine) -> Result<Runtime, wasmbox::Error>,
+) -> Runtime {
+    cell.get_or_init(|| load(&engine).unwrap_or_else(|err| panic!("{err} (the tests need the guests)"))).clone()
+}
+
+/// The engine every runtime of the test process shares (no fuel metering, the default).
 pub fn engine() -> Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| Engine::new(EngineConfig::default()).expect("engine")).clone()
+}
+
+/// An engine that meters fuel, for the tests of fuel budgets. Its guests are compiled
+/// separately (metering changes the code).
+pub fn fuel_engine() -> Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| Engine::new(EngineConfig { fuel_metering: true, ..EngineConfig::default() }).expect("engine"))
+        .clone()
 }
 
 /// The tools the tests use, with real behaviour.

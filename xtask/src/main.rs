@@ -354,6 +354,8 @@ fn test(root: &Path) -> Result<()> {
     // would all compile it at the same time on a cold cache.
     for lang in ["python", "js"] {
         precompile(&["--lang", lang])?;
+        // The fuel-budget tests run on a metering engine, which compiles its own code.
+        precompile(&["--lang", lang, "--fuel-metering"])?;
     }
     // The docs' Python and JS examples are as large as the built-in guests.
     for example in ["python_batch", "js_batch"] {

@@ -61,6 +61,7 @@ pub(crate) struct WorkerPool {
     guest: GuestSource,
     cache_dir: PathBuf,
     epoch_tick_ms: u64,
+    fuel_metering: bool,
     max_idle: usize,
     idle: Mutex<Vec<WorkerProcess>>,
 }
@@ -104,6 +105,7 @@ impl WorkerPool {
             guest,
             cache_dir: engine.cache_dir().to_owned(),
             epoch_tick_ms: engine.epoch_tick().as_millis() as u64,
+            fuel_metering: engine.meters_fuel(),
             max_idle: options.max_idle_workers,
             idle: Mutex::default(),
         };
@@ -125,6 +127,9 @@ impl WorkerPool {
         worker_args.push(self.cache_dir.clone().into_os_string());
         worker_args.push("--epoch-tick-ms".into());
         worker_args.push(self.epoch_tick_ms.to_string().into());
+        if self.fuel_metering {
+            worker_args.push("--fuel-metering".into());
+        }
         WorkerLaunch {
             worker_program: self.program.clone(),
             worker_args,

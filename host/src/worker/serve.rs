@@ -35,6 +35,9 @@ pub struct WorkerConfig {
     pub cache_dir: PathBuf,
     /// The parent's epoch period.
     pub epoch_tick_ms: u64,
+    /// Whether the parent's engine meters fuel (it changes the compiled code, so the
+    /// worker must match to find the parent's precompiled guests).
+    pub fuel_metering: bool,
 }
 
 /// Why a worker stopped serving.
@@ -90,6 +93,7 @@ where
     let engine = Engine::new(EngineConfig {
         cache_dir: config.cache_dir,
         epoch_tick_ms: config.epoch_tick_ms,
+        fuel_metering: config.fuel_metering,
         // One run at a time per worker.
         max_concurrent_runs: 1,
         ..EngineConfig::default()

@@ -215,7 +215,11 @@ fn the_parent_caps_what_a_worker_reports() {
 async fn worker_reply(frames: Vec<ToWorker>) -> (Vec<FromWorker>, Result<(), WorkerError>) {
     let (mut parent_out, worker_in) = tokio::io::duplex(1 << 16);
     let (worker_out, mut parent_in) = tokio::io::duplex(1 << 16);
-    let config = WorkerConfig { cache_dir: std::env::temp_dir().join("wasmbox-worker-test-cache"), epoch_tick_ms: 10 };
+    let config = WorkerConfig {
+        cache_dir: std::env::temp_dir().join("wasmbox-worker-test-cache"),
+        epoch_tick_ms: 10,
+        fuel_metering: false,
+    };
     let worker = tokio::spawn(serve(config, worker_in, worker_out));
     for frame in &frames {
         write_frame(&mut parent_out, frame).await.unwrap();
