@@ -60,12 +60,6 @@ pub struct EngineConfig {
     /// the default 64 runs and ~16 TiB for 1,000, of the 128 TiB a 64-bit Linux
     /// process has. Set `false` where virtual address space is limited (`ulimit -v`).
     pub pooling: bool,
-    /// Count wasm instructions, so that runs can have a deterministic budget
-    /// ([`Limits::fuel`](crate::Limits::fuel)). Default `false`: metering costs ~30%
-    /// (Python) to ~55% (JS) of a CPU-bound run, and the wall-clock deadline already
-    /// bounds every run. It changes the compiled code, so each setting compiles (and
-    /// caches) a guest once.
-    pub fuel_metering: bool,
 }
 
 impl Default for EngineConfig {
@@ -77,7 +71,6 @@ impl Default for EngineConfig {
             max_queued_runs: DEFAULT_MAX_QUEUED_RUNS,
             queue_timeout_ms: DEFAULT_QUEUE_TIMEOUT_MS,
             pooling: true,
-            fuel_metering: false,
         }
     }
 }
@@ -95,14 +88,13 @@ struct EngineInner {
     epoch_tick: Duration,
     admission: Admission,
     metrics: Arc<Metrics>,
-    fuel_metering: bool,
     // Declared last so it is dropped (and joined) after the rest.
     _ticker: EpochTicker,
 }
 
 impl Engine {
-    /// Builds an engine: component model, async host calls and epoch interruption on, so
-    /// every run is bounded in time; fuel metering when the config asks for it.
+    /// Builds an engine: component model, async host calls, fuel metering and epoch
+    /// interruption on, so every run can be bounded in instructions and in time.
     ///
     /// # Errors
     /// [`Error::Engine`] when wasmtime rejects the configuration or the ticker thread
@@ -113,9 +105,9 @@ impl Engine {
         }
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
-            // Epochs are the wall-clock deadline; fuel is the opt-in deterministic budget.
+            // Fuel is the deterministic budget; epochs are the wall-clock deadline.
             // Both change the generated code, hence both are in the cache key.
-            .consume_fuel(config.fuel_metering)
+            .consume_fuel(true)
             .epoch_interruption(true);
         if config.pooling {
             // Not part of the compiled code: the precompile cache key is unchanged.
@@ -135,15 +127,9 @@ impl Engine {
                     Duration::from_millis(config.queue_timeout_ms),
                 ),
                 metrics: Arc::default(),
-                fuel_metering: config.fuel_metering,
                 _ticker: ticker,
             }),
         })
-    }
-
-    /// True when this engine counts fuel, so runs may set [`Limits::fuel`](crate::Limits::fuel).
-    pub fn meters_fuel(&self) -> bool {
-        self.inner.fuel_metering
     }
 
     /// The precompile cache directory.
@@ -248,9 +234,6 @@ const TABLE_ELEMENTS: usize = 50_000;
 /// limiter enforces each run's own, smaller cap.
 const MAX_MEMORY_SIZE: usize = 4 << 30;
 
-/// Bytes of a linear memory or table kept mapped, and reset by copying, after a run.
-const KEEP_RESIDENT_BYTES: usize = 16 << 20;
-
 /// The pooling allocator sized for `max_concurrent_runs`.
 fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig {
     let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
@@ -270,19 +253,12 @@ fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig 
         // generous, so that custom guests bigger than CPython load.
         .max_core_instance_size(8 << 20)
         .max_component_instance_size(64 << 20);
-    // Where the kernel has the PAGEMAP_SCAN ioctl (Linux 6.7+), reset a finished run's
-    // memory by copying back only the pages it dirtied, keeping them mapped, instead of
-    // `madvise`-ing all of it away and taking the page faults again in the next run.
-    // Measured: a JS W1 run 1.4 -> 0.65 ms, with 57 instead of ~220 page faults;
-    // CPython dirties its memory too sparsely for the scan's 32 regions, so it gains
-    // less (~520 -> ~420 faults). The cost: up to KEEP_RESIDENT_BYTES of each slot
-    // already used stays resident. Without the ioctl, keeping memory resident would
-    // mean copying its first 16 MiB back after every run: not worth it.
-    if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
-        pool.linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES)
-            .pagemap_scan(wasmtime::Enabled::Yes);
-    }
+    // Not enabled: `linear_memory_keep_resident` with `pagemap_scan`, which resets only
+    // the pages a run dirtied and keeps them mapped. Measured here it takes a JS W1
+    // run from ~1.4 to ~0.65 ms, but in wasmtime 48 its scan skips dirty pages that are
+    // not present (swapped out, or mid-migration) without resetting or discarding them,
+    // so the next run in the slot could read the last run's data; and it gives up
+    // after 32 dirty regions, which CPython always exceeds. See docs/performance.md.
     pool
 }
 
