@@ -60,6 +60,12 @@ pub struct EngineConfig {
     /// the default 64 runs and ~16 TiB for 1,000, of the 128 TiB a 64-bit Linux
     /// process has. Set `false` where virtual address space is limited (`ulimit -v`).
     pub pooling: bool,
+    /// Count wasm instructions, so that runs can have a deterministic budget
+    /// ([`Limits::fuel`](crate::Limits::fuel)). Default `false`: metering costs ~30%
+    /// (Python) to ~55% (JS) of a CPU-bound run, and the wall-clock deadline already
+    /// bounds every run. It changes the compiled code, so each setting compiles (and
+    /// caches) a guest once.
+    pub fuel_metering: bool,
 }
 
 impl Default for EngineConfig {
@@ -71,6 +77,7 @@ impl Default for EngineConfig {
             max_queued_runs: DEFAULT_MAX_QUEUED_RUNS,
             queue_timeout_ms: DEFAULT_QUEUE_TIMEOUT_MS,
             pooling: true,
+            fuel_metering: false,
         }
     }
 }
@@ -88,13 +95,14 @@ struct EngineInner {
     epoch_tick: Duration,
     admission: Admission,
     metrics: Arc<Metrics>,
+    fuel_metering: bool,
     // Declared last so it is dropped (and joined) after the rest.
     _ticker: EpochTicker,
 }
 
 impl Engine {
-    /// Builds an engine: component model, async host calls, fuel metering and epoch
-    /// interruption on, so every run can be bounded in instructions and in time.
+    /// Builds an engine: component model, async host calls and epoch interruption on, so
+    /// every run is bounded in time; fuel metering when the config asks for it.
     ///
     /// # Errors
     /// [`Error::Engine`] when wasmtime rejects the configuration or the ticker thread
@@ -105,9 +113,9 @@ impl Engine {
         }
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
-            // Fuel is the deterministic budget; epochs are the wall-clock deadline.
+            // Epochs are the wall-clock deadline; fuel is the opt-in deterministic budget.
             // Both change the generated code, hence both are in the cache key.
-            .consume_fuel(true)
+            .consume_fuel(config.fuel_metering)
             .epoch_interruption(true);
         if config.pooling {
             // Not part of the compiled code: the precompile cache key is unchanged.
@@ -127,9 +135,15 @@ impl Engine {
                     Duration::from_millis(config.queue_timeout_ms),
                 ),
                 metrics: Arc::default(),
+                fuel_metering: config.fuel_metering,
                 _ticker: ticker,
             }),
         })
+    }
+
+    /// True when this engine counts fuel, so runs may set [`Limits::fuel`](crate::Limits::fuel).
+    pub fn meters_fuel(&self) -> bool {
+        self.inner.fuel_metering
     }
 
     /// The precompile cache directory.
