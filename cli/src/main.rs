@@ -52,6 +52,8 @@ enum Command {
         /// The tools file (TOML or JSON).
         tools: PathBuf,
     },
+    /// Show which `--isolation` choices this host can provide, and why not.
+    Isolation,
     /// Serve runs for a parent process over stdin/stdout (what `--isolation worker`
     /// starts; not for interactive use).
     Worker {
@@ -167,6 +169,17 @@ fn fail(err: anyhow::Error) -> ExitCode {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(*args).await,
+        Command::Isolation => {
+            for name in wasmbox::ISOLATION_NAMES {
+                let isolation: Isolation = name.parse()?;
+                match isolation.check_available() {
+                    Ok(()) => println!("{name}: available"),
+                    Err(wasmbox::Error::Isolation { reason, .. }) => println!("{name}: unavailable: {reason}"),
+                    Err(other) => println!("{name}: unavailable: {other}"),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Worker { cache_dir, epoch_tick_ms, fuel_metering } => {
             let config = WorkerConfig { cache_dir, epoch_tick_ms, fuel_metering };
             wasmbox::worker::serve(config, tokio::io::stdin(), tokio::io::stdout()).await?;

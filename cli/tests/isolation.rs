@@ -166,13 +166,16 @@ async fn worker_isolation_runs_both_languages_with_the_broker_in_the_parent() {
     check_isolated_runs(Isolation::Worker, Some(&[])).await;
 }
 
-/// Runs when bubblewrap can create namespaces here, and says so loudly when it cannot.
+/// Runs when bubblewrap can create namespaces here, and says so loudly when it cannot;
+/// `cargo xtask test` sets WASMBOX_REQUIRE_BWRAP when `wasmbox isolation` found it
+/// available, so then a skip is a failure.
 #[tokio::test]
 async fn bubblewrap_isolation_runs_both_languages() {
     let _serial = SERIAL.lock().await;
     std::env::set_var(SECRET, "hunter2");
     match sandbox("python", Isolation::Bubblewrap, 1) {
         Err(Error::Isolation { reason, .. }) => {
+            assert!(std::env::var_os("WASMBOX_REQUIRE_BWRAP").is_none(), "bwrap was required: {reason}");
             eprintln!("SKIPPED bubblewrap_isolation_runs_both_languages: bwrap cannot sandbox here: {reason}");
         }
         Err(other) => panic!("{other}"),
@@ -291,5 +294,12 @@ fn the_cli_runs_in_a_worker_and_refuses_unknown_or_unavailable_isolation() {
         let out = cli(&["run", "--isolation", "seatbelt", "s.py"], dir.path());
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("seatbelt"), "{out:?}");
+    }
+
+    let out = cli(&["isolation"], dir.path());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("inproc: available\nworker: available\n"), "{report}");
+    if !cfg!(target_os = "macos") {
+        assert!(report.contains("seatbelt: unavailable: "), "{report}");
     }
 }

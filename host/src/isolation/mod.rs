@@ -23,9 +23,7 @@ use std::str::FromStr;
 
 pub use hardening::{harden_worker_process, WORKER_MAX_OPEN_FILES};
 pub(crate) use process_tree::{contain, kill_tree, ProcessGuard};
-// For tests and callers that want to check a wrapper up front; plan() probes anyway.
-#[allow(unused_imports)]
-pub(crate) use {bubblewrap::bwrap_available, docker::docker_available, seatbelt::seatbelt_available};
+use {bubblewrap::bwrap_available, docker::docker_available, seatbelt::seatbelt_available};
 
 /// Where a run's guest executes. `InProcess` is the default.
 ///
@@ -53,6 +51,28 @@ pub enum Isolation {
 pub const ISOLATION_NAMES: [&str; 5] = ["inproc", "worker", "bwrap", "docker", "seatbelt"];
 
 impl Isolation {
+    /// Checks that this isolation can be provided on this host — the wrapper is
+    /// installed and can actually sandbox (bwrap creates its namespaces, docker reaches
+    /// an engine) — and says why not. `inproc` and `worker` are always available.
+    ///
+    /// # Errors
+    /// [`Error::Isolation`](crate::Error::Isolation) with the reason.
+    pub fn check_available(&self) -> Result<(), crate::Error> {
+        let probed = match self {
+            Isolation::InProcess | Isolation::Worker => return Ok(()),
+            Isolation::Bubblewrap => bwrap_available(),
+            Isolation::Docker(_) => docker_available(),
+            Isolation::Seatbelt => seatbelt_available(),
+        };
+        probed.map(drop).map_err(|err| crate::Error::Isolation {
+            isolation: self.name(),
+            reason: match err {
+                IsolationError::Unavailable { reason, .. } | IsolationError::InvalidLaunch { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })
+    }
+
     /// The name `--isolation` takes: `inproc`, `worker`, `bwrap`, `docker` or `seatbelt`.
     pub fn name(&self) -> &'static str {
         match self {
