@@ -5,7 +5,10 @@
 use std::path::Path;
 
 fn main() {
-    let guests_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/rust");
+    // Read at run time, not compiled in: a build-script binary reused from another
+    // checkout sharing the target dir must still look in this one.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let guests_dir = Path::new(&manifest_dir).join("../guests/rust");
     println!("cargo:rerun-if-changed={}", guests_dir.display());
     let mut names: Vec<String> = std::fs::read_dir(&guests_dir)
         .expect("guests/rust exists")

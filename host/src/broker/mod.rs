@@ -39,6 +39,11 @@ use crate::limits::Limits;
 use crate::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
 use crate::outcome::{CallStatus, ErrorDetail, ToolCallRecord};
 
+/// Refused attempts a run may make beyond twice its call ceiling before the broker stops
+/// recording them: refused calls do not spend `max_tool_calls`, but each one is a
+/// record, so a guest probing in a loop must not grow the trail without bound.
+const REFUSED_ATTEMPT_SLACK: u64 = 100;
+
 /// Why a tool call returned no result; mirrors the WIT `call-error` variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "message", rename_all = "snake_case")]
@@ -223,8 +228,16 @@ impl BrokerCtx {
             .collect()
     }
 
-    /// Mediates one call; records and audits it whatever happens.
+    /// Mediates one call; records and audits it whatever happens — up to a bound on
+    /// attempts (twice `max_tool_calls` plus 100, refused ones included), past which
+    /// every call is refused unrecorded and the run ends `tool_limit`.
     pub async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
+        let attempt_cap = u64::from(self.limits.max_tool_calls) * 2 + REFUSED_ATTEMPT_SLACK;
+        if self.trail.len() as u64 >= attempt_cap {
+            let message = format!("tool `{name}`: the run attempted more than {attempt_cap} tool calls");
+            self.latch("max_tool_calls", &message);
+            return Err(CallError::BudgetExhausted(message));
+        }
         let started = Instant::now();
         let call_id = self.trail.len() as u32 + 1;
         self.observers.sink.record(&AuditEvent::ToolCallStarted {

@@ -56,6 +56,19 @@ async fn unknown_and_out_of_scope_tools_are_denied_alike() {
 }
 
 #[tokio::test]
+async fn refused_attempts_cannot_grow_the_trail_without_bound() {
+    let mut b = BrokerCtx::new(registry(), Scope::only(["echo"]), Limits { max_tool_calls: 10, ..Limits::default() });
+    for _ in 0..1_000 {
+        let _ = b.call("secret", "{}").await;
+    }
+    assert_eq!(b.trail().len(), 120, "2 x 10 calls + 100 refused attempts are recorded, no more");
+    assert!(b.trail().iter().all(|r| r.status == CallStatus::Denied));
+    assert_eq!(b.breach().unwrap().kind, "max_tool_calls");
+    let late = b.call("echo", "{}").await.unwrap_err();
+    assert_eq!(late.status(), CallStatus::BudgetExhausted, "even an allowed call is refused now");
+}
+
+#[tokio::test]
 async fn the_eleventh_of_ten_calls_is_refused_and_latched() {
     let mut b = broker(Limits { max_tool_calls: 10, ..Limits::default() });
     for _ in 0..10 {
