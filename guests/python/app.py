@@ -663,15 +663,9 @@ def _syntax_error(exc, lines):
     return GuestException(kind=type(exc).__name__, message=_message(exc), traceback=_clean(text))
 
 
-# Words without which _Rewriter has nothing to rewrite: most runs have none of them, and
-# skipping its two tree walks saves part of a cold first run.
-_REWRITE_TRIGGERS = ("await", "async", "asyncio", *_TAKES_ANY_RECEIVER)
-
-
 def _compile(code):
     tree = ast.parse(code, _CODE_NAME, "exec")
-    if any(word in code for word in _REWRITE_TRIGGERS):
-        tree = _Rewriter(tree).visit(tree)
+    tree = _Rewriter(tree).visit(tree)
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         # REPL style: the value of a final expression statement is the run's value.
         last = tree.body[-1]
