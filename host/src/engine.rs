@@ -158,9 +158,15 @@ impl Engine {
     }
 
     /// A snapshot of this engine's counters (runs by status, tool calls by tool and
-    /// status, runs running and queued); `to_prometheus()` renders it for scraping.
+    /// status, runs running and queued, memory the pool keeps resident);
+    /// `to_prometheus()` renders it for scraping.
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.inner.metrics.snapshot()
+        let mut snapshot = self.inner.metrics.snapshot();
+        if let Some(pool) = self.inner.wasmtime.pooling_allocator_metrics() {
+            let bytes = pool.unused_memory_bytes_resident() + pool.unused_table_bytes_resident();
+            snapshot.pool_resident_bytes = bytes as u64;
+        }
+        snapshot
     }
 
     pub(crate) fn metrics_handle(&self) -> &Arc<Metrics> {
@@ -248,6 +254,13 @@ const TABLE_ELEMENTS: usize = 50_000;
 /// limiter enforces each run's own, smaller cap.
 const MAX_MEMORY_SIZE: usize = 4 << 30;
 
+/// Bytes of a linear memory or table a run may dirty and still have reset in place
+/// (dirty pages copied back from the image) rather than decommitted. Measured: a
+/// trivial run writes ~9 MiB of CPython's memory and ~7.5 MiB of SpiderMonkey's (most
+/// of it zeros over zeros, by their allocators), so 16 MiB covers a small run with room
+/// to spare; 4 MiB kept only half of it and gained nothing over decommitting all.
+const KEEP_RESIDENT_BYTES: usize = 16 << 20;
+
 /// The pooling allocator sized for `max_concurrent_runs`.
 fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig {
     let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
@@ -267,12 +280,22 @@ fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig 
         // generous, so that custom guests bigger than CPython load.
         .max_core_instance_size(8 << 20)
         .max_component_instance_size(64 << 20);
-    // Not enabled: `linear_memory_keep_resident` with `pagemap_scan`, which resets only
-    // the pages a run dirtied and keeps them mapped. Measured here it takes a JS W1
-    // run from ~1.4 to ~0.65 ms, but in wasmtime 48 its scan skips dirty pages that are
-    // not present (swapped out, or mid-migration) without resetting or discarding them,
-    // so the next run in the slot could read the last run's data; and it gives up
-    // after 32 dirty regions, which CPython always exceeds. See docs/performance.md.
+    // Where the kernel has the PAGEMAP_SCAN ioctl (Linux 6.7+), reset a finished run's
+    // memory by copying back only the pages it dirtied, keeping them mapped, instead of
+    // `madvise`-ing all of it away and taking ~500 (Python) or ~220 (JS) page faults
+    // again in the next run, each run shooting down the other core's TLB. Measured,
+    // interleaved: W1 runs/s at 1 / 2 in flight, Python 290 / 240 -> 360 / 670, JS
+    // 960 / 590 -> 1,030 / 1,790. This needs the scan fix of wasmtime 50.0.1, backported in vendor/:
+    // 48.0.8's scan skipped dirty pages that were swapped out (the next run in the slot
+    // could read them) and decommitted everything after 32 dirty regions.
+    // Measured in docs/performance.md. The cost: up to KEEP_RESIDENT_BYTES of each slot
+    // a run dirtied stays resident between runs. Without the ioctl, keeping memory
+    // resident would mean copying its first 16 MiB back after every run: not worth it.
+    if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+        pool.linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES)
+            .pagemap_scan(wasmtime::Enabled::Yes);
+    }
     pool
 }
 

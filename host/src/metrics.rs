@@ -52,6 +52,7 @@ impl Metrics {
                 .collect(),
             runs_running: self.running.load(Ordering::Relaxed).max(0) as u64,
             runs_queued: self.queued.load(Ordering::Relaxed).max(0) as u64,
+            pool_resident_bytes: 0,
         }
     }
 }
@@ -83,6 +84,10 @@ pub struct MetricsSnapshot {
     pub runs_running: u64,
     /// Runs waiting for admission now.
     pub runs_queued: u64,
+    /// Bytes of linear memory and tables that idle instance-pool slots keep resident,
+    /// so the next run in a slot skips the page faults (0 without the pool, or where
+    /// the kernel lacks the PAGEMAP_SCAN ioctl).
+    pub pool_resident_bytes: u64,
 }
 
 impl MetricsSnapshot {
@@ -119,6 +124,11 @@ impl MetricsSnapshot {
         let _ = writeln!(out, "wasmbox_runs_running {}", self.runs_running);
         out.push_str("# HELP wasmbox_runs_queued Runs waiting for admission.\n# TYPE wasmbox_runs_queued gauge\n");
         let _ = writeln!(out, "wasmbox_runs_queued {}", self.runs_queued);
+        out.push_str(
+            "# HELP wasmbox_pool_resident_bytes Memory idle pool slots keep resident.\n\
+             # TYPE wasmbox_pool_resident_bytes gauge\n",
+        );
+        let _ = writeln!(out, "wasmbox_pool_resident_bytes {}", self.pool_resident_bytes);
         out
     }
 }
@@ -146,5 +156,6 @@ mod tests {
         assert!(text.contains("wasmbox_runs_total{status=\"ok\"} 2\n"), "{text}");
         assert!(text.contains("wasmbox_runs_total{status=\"timeout\"} 1\n"), "{text}");
         assert!(text.contains("wasmbox_tool_calls_total{tool=\"<unknown>\",status=\"denied\"} 1\n"), "{text}");
+        assert!(text.contains("wasmbox_pool_resident_bytes 0\n"), "{text}");
     }
 }
