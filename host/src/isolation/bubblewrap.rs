@@ -12,6 +12,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::{find_program, probe, IsolationError, LaunchPlan, ProbeCache, WorkerLaunch};
 
@@ -69,7 +70,7 @@ pub(crate) fn bwrap_available() -> Result<PathBuf, IsolationError> {
 
 pub(super) fn plan(launch: &WorkerLaunch) -> Result<LaunchPlan, IsolationError> {
     let bwrap = bwrap_available()?;
-    let runtime_files = runtime_files(&launch.worker_program)?;
+    let runtime_files = runtime_files_cached(&launch.worker_program)?;
     Ok(LaunchPlan { program: bwrap, args: args(launch, &runtime_files), env: Vec::new(), kill_plan: None })
 }
 
@@ -96,6 +97,27 @@ fn args(launch: &WorkerLaunch, runtime_files: &[PathBuf]) -> Vec<OsString> {
     args.push(launch.worker_program.clone().into());
     args.extend(launch.worker_args.iter().cloned());
     args
+}
+
+/// [`runtime_files`], worked out once per worker binary: a pool launching fresh workers
+/// would otherwise read its ELF header and run the loader for every launch (~ms each).
+/// Keyed by path, size and modification time, so a binary replaced in place is listed
+/// again.
+fn runtime_files_cached(binary: &Path) -> Result<Vec<PathBuf>, IsolationError> {
+    type Identity = (PathBuf, u64, Option<std::time::SystemTime>);
+    static LISTED: Mutex<Vec<(Identity, Vec<PathBuf>)>> = Mutex::new(Vec::new());
+    let meta = std::fs::metadata(binary)
+        .map_err(|e| invalid(format!("cannot read the worker program {}: {e}", binary.display())))?;
+    let identity = (binary.to_owned(), meta.len(), meta.modified().ok());
+    let listed = || LISTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, files)) = listed().iter().find(|(known, _)| *known == identity) {
+        return Ok(files.clone());
+    }
+    let files = runtime_files(binary)?;
+    let mut listed = listed();
+    listed.retain(|(known, _)| known.0 != identity.0);
+    listed.push((identity, files.clone()));
+    Ok(files)
 }
 
 /// The ELF interpreter and shared libraries `binary` needs, as the host's loader
@@ -319,6 +341,30 @@ mod tests {
             assert!(files.iter().any(|f| f.to_string_lossy().contains("libc")), "{files:?}");
         }
         assert!(files.iter().all(|f| f.is_absolute() && f.exists()), "{files:?}");
+    }
+
+    /// The listing is worked out once per binary, and again when the binary changes.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn runtime_files_are_listed_once_per_binary_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("worker");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        let listed = runtime_files_cached(&exe).unwrap();
+        assert_eq!(listed, runtime_files(&exe).unwrap());
+
+        // Same path, size and mtime but no longer an ELF file: the cached listing stands.
+        let len = std::fs::metadata(&exe).unwrap().len();
+        let modified = std::fs::metadata(&exe).unwrap().modified().unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&exe).unwrap();
+        file.set_len(0).unwrap();
+        file.set_len(len).unwrap();
+        file.set_modified(modified).unwrap();
+        assert_eq!(runtime_files_cached(&exe).unwrap(), listed);
+
+        // A new mtime is a new binary: listed again, and this one is not an ELF file.
+        file.set_modified(modified + std::time::Duration::from_secs(1)).unwrap();
+        assert!(runtime_files_cached(&exe).is_err());
     }
 
     /// Runs a real program under the planned sandbox: it starts with only its own files,
