@@ -22,6 +22,11 @@ pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 256;
 /// Default time a run may wait for a slot before it is rejected.
 pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
+/// Default [`EngineConfig::keep_resident_bytes`]: 16 MiB. Measured: a trivial run
+/// writes ~9 MiB of CPython's memory and ~7.5 MiB of SpiderMonkey's (mostly zeros over
+/// zeros, by their allocators), so 16 MiB covers a small run with room to spare; 4 MiB
+/// kept only part of it and gained nothing over decommitting all.
+pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
 /// Instance slots in the pool per admitted run. Nested runs (a tool handler starting
 /// a run) share their parent's admission slot but each takes an instance of its own,
@@ -66,6 +71,14 @@ pub struct EngineConfig {
     /// bounds every run. It changes the compiled code, so each setting compiles (and
     /// caches) a guest once.
     pub fuel_metering: bool,
+    /// With `pooling`, on Linux 6.7+ (the `PAGEMAP_SCAN` ioctl): how much of the memory a
+    /// finished run wrote each pool slot keeps mapped, reset by copying the snapshot back
+    /// over just those pages, so the slot's next run takes no page faults. Measured
+    /// ~1.2–2.8× the W1 runs per second (docs/performance.md). The cost is resident
+    /// memory kept between runs: up to this much per slot ever used, so after a burst of
+    /// N concurrent runs up to N × this stays resident (~9 MiB per Python slot). `0`
+    /// discards everything a run touched instead. Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
+    pub keep_resident_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -78,6 +91,7 @@ impl Default for EngineConfig {
             queue_timeout_ms: DEFAULT_QUEUE_TIMEOUT_MS,
             pooling: true,
             fuel_metering: false,
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
         }
     }
 }
@@ -119,7 +133,7 @@ impl Engine {
             .epoch_interruption(true);
         if config.pooling {
             // Not part of the compiled code: the precompile cache key is unchanged.
-            wasm.allocation_strategy(pool_config(config.max_concurrent_runs));
+            wasm.allocation_strategy(pool_config(config.max_concurrent_runs, config.keep_resident_bytes));
         }
         let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| Error::Engine(e.to_string()))?;
         let epoch_tick = Duration::from_millis(config.epoch_tick_ms);
@@ -254,15 +268,8 @@ const TABLE_ELEMENTS: usize = 50_000;
 /// limiter enforces each run's own, smaller cap.
 const MAX_MEMORY_SIZE: usize = 4 << 30;
 
-/// Bytes of a linear memory or table a run may dirty and still have reset in place
-/// (dirty pages copied back from the image) rather than decommitted. Measured: a
-/// trivial run writes ~9 MiB of CPython's memory and ~7.5 MiB of SpiderMonkey's (most
-/// of it zeros over zeros, by their allocators), so 16 MiB covers a small run with room
-/// to spare; 4 MiB kept only half of it and gained nothing over decommitting all.
-const KEEP_RESIDENT_BYTES: usize = 16 << 20;
-
 /// The pooling allocator sized for `max_concurrent_runs`.
-fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig {
+fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmtime::PoolingAllocationConfig {
     let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
     let instances = runs.saturating_mul(POOL_INSTANCES_PER_RUN).max(MIN_POOL_INSTANCES);
     let mut pool = wasmtime::PoolingAllocationConfig::new();
@@ -288,12 +295,12 @@ fn pool_config(max_concurrent_runs: usize) -> wasmtime::PoolingAllocationConfig 
     // 960 / 590 -> 1,030 / 1,790. This needs the scan fix of wasmtime 50.0.1, backported in vendor/:
     // 48.0.8's scan skipped dirty pages that were swapped out (the next run in the slot
     // could read them) and decommitted everything after 32 dirty regions.
-    // Measured in docs/performance.md. The cost: up to KEEP_RESIDENT_BYTES of each slot
-    // a run dirtied stays resident between runs. Without the ioctl, keeping memory
-    // resident would mean copying its first 16 MiB back after every run: not worth it.
-    if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
-        pool.linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES)
+    // The cost: up to `keep_resident_bytes` of each slot a run dirtied stays resident
+    // between runs. Without the ioctl, keeping memory resident would mean copying all
+    // of its first `keep_resident_bytes` back after every run: not worth it.
+    if keep_resident_bytes > 0 && wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+        pool.linear_memory_keep_resident(keep_resident_bytes)
+            .table_keep_resident(keep_resident_bytes)
             .pagemap_scan(wasmtime::Enabled::Yes);
     }
     pool

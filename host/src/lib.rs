@@ -60,8 +60,8 @@ pub use broker::{
 };
 pub use cancel::CancelToken;
 pub use engine::{
-    Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_QUEUED_RUNS,
-    DEFAULT_QUEUE_TIMEOUT_MS,
+    Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS, DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_MAX_CONCURRENT_RUNS,
+    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_QUEUE_TIMEOUT_MS,
 };
 pub use error::Error;
 pub use import_check::{ImportPolicy, SERVED_SANDBOX_VERSIONS};

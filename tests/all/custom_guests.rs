@@ -158,31 +158,36 @@ mod guest {
     /// A pool slot's next run starts from pristine memory: statics from the image,
     /// zero pages and freshly grown heap show no trace of the run before, whether that
     /// run dirtied less than the pool keeps resident (reset in place, hundreds of
-    /// disjoint regions) or more (the rest decommitted).
+    /// disjoint regions) or more (the rest decommitted), and with nothing kept resident.
     #[tokio::test]
     async fn scribble() {
-        // An engine of its own, so the pool's residency is this test's alone.
-        let engine = wasmbox::Engine::new(wasmbox::EngineConfig { max_concurrent_runs: 1, ..Default::default() })
-            .expect("engine");
-        let runtime = Runtime::from_file_with(&engine, &builtin_guest_path("scribble"), ImportPolicy::Strict)
-            .unwrap_or_else(|err| panic!("{err} (run `cargo xtask guests`)"));
-        let guest = Sandbox::new(runtime, support::tools());
-        // Pages of heap: ~4 MiB (within the 16 MiB kept resident) or ~40 MiB (beyond).
-        for heap_pages in [1024, 1024, 10_000, 1024, 10_000, 10_000, 1024] {
-            let outcome = run(&guest, "", json!({ "heap_pages": heap_pages })).await;
-            assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
-            let value = outcome.value.expect("a value");
-            for trace in ["zeroed_dirty", "patterned_dirty", "heap_dirty"] {
-                assert_eq!(value[trace], 0, "{trace} after a run of {heap_pages} heap pages: {value}");
+        for keep_resident_bytes in [wasmbox::DEFAULT_KEEP_RESIDENT_BYTES, 0] {
+            // An engine of its own, so the pool's residency is this test's alone.
+            let config = wasmbox::EngineConfig { max_concurrent_runs: 1, keep_resident_bytes, ..Default::default() };
+            let engine = wasmbox::Engine::new(config).expect("engine");
+            let runtime = Runtime::from_file_with(&engine, &builtin_guest_path("scribble"), ImportPolicy::Strict)
+                .unwrap_or_else(|err| panic!("{err} (run `cargo xtask guests`)"));
+            let guest = Sandbox::new(runtime, support::tools());
+            // Pages of heap: ~4 MiB (within the 16 MiB kept resident) or ~40 MiB (beyond).
+            for heap_pages in [1024, 1024, 10_000, 1024, 10_000, 10_000, 1024] {
+                let outcome = run(&guest, "", json!({ "heap_pages": heap_pages })).await;
+                assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
+                let value = outcome.value.expect("a value");
+                for trace in ["zeroed_dirty", "patterned_dirty", "heap_dirty"] {
+                    assert_eq!(value[trace], 0, "{trace} after {heap_pages} heap pages, keeping {keep_resident_bytes}");
+                }
+                assert!(value["pages_written"].as_u64().unwrap() > 1000, "{value}");
             }
-            assert!(value["pages_written"].as_u64().unwrap() > 1000, "{value}");
-        }
-        // Where the kernel can say which pages a run dirtied, the pool resets those in
-        // place and keeps them: this test then covered that path, not only decommit.
-        if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
-            assert!(engine.metrics().pool_resident_bytes > 0, "{:?}", engine.metrics());
-        } else {
-            eprintln!("no PAGEMAP_SCAN here: only the decommit reset was covered");
+            // Where the kernel can say which pages a run dirtied, the pool resets those
+            // in place and keeps them: then this test covered that path, not only decommit.
+            let resident = engine.metrics().pool_resident_bytes;
+            if keep_resident_bytes == 0 {
+                assert_eq!(resident, 0);
+            } else if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+                assert!(resident > 0, "{:?}", engine.metrics());
+            } else {
+                eprintln!("no PAGEMAP_SCAN here: only the decommit reset was covered");
+            }
         }
     }
 
