@@ -311,6 +311,13 @@ pub unsafe fn reset_with_pagemap(
             // page/file page as those are inverted above meaning we're
             // searching for pages that specifically don't have those flags.
             .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
+            // wasmbox: ...and that have a page-table entry at all, present or a swap
+            // entry (swapped out, migrating). On Linux 6.18 (at least) an entry that was
+            // never touched also counts as WRITTEN in a VMA without userfaultfd
+            // write-protection, so without this the scan reports every untouched page,
+            // and resetting those maps them in. An untouched page is pristine: a read
+            // finds the image's file page or the zero page.
+            .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
             // Don't return any categories back. This helps group regions
             // together since the reported set of categories is always empty
             // and we otherwise aren't looking for anything in particular.
