@@ -23,9 +23,9 @@ pub const DEFAULT_MAX_QUEUED_RUNS: usize = 256;
 /// Default time a run may wait for a slot before it is rejected.
 pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
 /// Default [`EngineConfig::keep_resident_bytes`]: 16 MiB. Measured: a trivial run
-/// writes ~9 MiB of CPython's memory and ~7.5 MiB of SpiderMonkey's (mostly zeros over
-/// zeros, by their allocators), so 16 MiB covers a small run with room to spare; 4 MiB
-/// kept only part of it and gained nothing over decommitting all.
+/// leaves ~1.4 MiB of CPython's memory dirty (2.8 MiB with a tool call) and ~0.7 MiB of
+/// SpiderMonkey's, so 16 MiB covers runs that build sizeable data too; a run that
+/// dirties more has the rest discarded and faulted in again by the next run.
 pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
 /// Instance slots in the pool per admitted run. Nested runs (a tool handler starting
@@ -76,7 +76,8 @@ pub struct EngineConfig {
     /// over just those pages, so the slot's next run takes no page faults. Measured
     /// ~1.2–2.8× the W1 runs per second (docs/performance.md). The cost is resident
     /// memory kept between runs: up to this much per slot ever used, so after a burst of
-    /// N concurrent runs up to N × this stays resident (~9 MiB per Python slot). `0`
+    /// N concurrent runs up to N × this stays resident (~1.5–3 MiB per slot after small
+    /// Python runs). `0`
     /// discards everything a run touched instead. Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
     pub keep_resident_bytes: usize,
 }
@@ -290,11 +291,11 @@ fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmti
     // Where the kernel has the PAGEMAP_SCAN ioctl (Linux 6.7+), reset a finished run's
     // memory by copying back only the pages it dirtied, keeping them mapped, instead of
     // `madvise`-ing all of it away and taking ~500 (Python) or ~220 (JS) page faults
-    // again in the next run, each run shooting down the other core's TLB. Measured,
-    // interleaved: W1 runs/s at 1 / 2 in flight, Python 290 / 240 -> 360 / 670, JS
-    // 960 / 590 -> 1,030 / 1,790. This needs the scan fix of wasmtime 50.0.1, backported in vendor/:
-    // 48.0.8's scan skipped dirty pages that were swapped out (the next run in the slot
-    // could read them) and decommitted everything after 32 dirty regions.
+    // again in the next run, each run shooting down the other core's TLB. Measured: W1
+    // runs/s at 1 / 2 in flight, Python 290 / 240 -> 741 / 1,553, JS 960 / 590 -> 2,300
+    // / 5,202 (docs/performance.md). It needs the scan of vendor/wasmtime (see its
+    // README): 48.0.8's skipped dirty pages that were swapped out (the next run in the
+    // slot could read them) and decommitted everything after 32 dirty regions.
     // The cost: up to `keep_resident_bytes` of each slot a run dirtied stays resident
     // between runs. Without the ioctl, keeping memory resident would mean copying all
     // of its first `keep_resident_bytes` back after every run: not worth it.
