@@ -66,6 +66,9 @@ enum Command {
         /// The parent's engine meters fuel.
         #[arg(long)]
         fuel_metering: bool,
+        /// The parent's `EngineConfig::keep_resident_bytes`.
+        #[arg(long, default_value_t = wasmbox::DEFAULT_KEEP_RESIDENT_BYTES)]
+        keep_resident_bytes: usize,
     },
 }
 
@@ -180,8 +183,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Worker { cache_dir, epoch_tick_ms, fuel_metering } => {
-            let config = WorkerConfig { cache_dir, epoch_tick_ms, fuel_metering };
+        Command::Worker { cache_dir, epoch_tick_ms, fuel_metering, keep_resident_bytes } => {
+            let config = WorkerConfig { cache_dir, epoch_tick_ms, fuel_metering, keep_resident_bytes };
             wasmbox::worker::serve(config, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }

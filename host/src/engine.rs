@@ -74,11 +74,12 @@ pub struct EngineConfig {
     /// With `pooling`, on Linux 6.7+ (the `PAGEMAP_SCAN` ioctl): how much of the memory a
     /// finished run wrote each pool slot keeps mapped, reset by copying the snapshot back
     /// over just those pages, so the slot's next run takes no page faults. Measured
-    /// ~1.2–2.8× the W1 runs per second (docs/performance.md). The cost is resident
+    /// 2.4–8.8× the W1 runs per second on one or two tasks (docs/performance.md). The cost is resident
     /// memory kept between runs: up to this much per slot ever used, so after a burst of
     /// N concurrent runs up to N × this stays resident (~1.5–3 MiB per slot after small
-    /// Python runs). `0`
-    /// discards everything a run touched instead. Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
+    /// Python runs). `0` discards everything a run touched instead. Workers
+    /// ([`Sandbox::isolation`](crate::Sandbox::isolation)) use the same setting.
+    /// Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
     pub keep_resident_bytes: usize,
 }
 
@@ -111,6 +112,7 @@ struct EngineInner {
     admission: Admission,
     metrics: Arc<Metrics>,
     fuel_metering: bool,
+    keep_resident_bytes: usize,
     // Declared last so it is dropped (and joined) after the rest.
     _ticker: EpochTicker,
 }
@@ -151,6 +153,7 @@ impl Engine {
                 ),
                 metrics: Arc::default(),
                 fuel_metering: config.fuel_metering,
+                keep_resident_bytes: config.keep_resident_bytes,
                 _ticker: ticker,
             }),
         })
@@ -159,6 +162,11 @@ impl Engine {
     /// True when this engine counts fuel, so runs may set [`Limits::fuel`](crate::Limits::fuel).
     pub fn meters_fuel(&self) -> bool {
         self.inner.fuel_metering
+    }
+
+    /// [`EngineConfig::keep_resident_bytes`], for the workers this engine starts.
+    pub(crate) fn keep_resident_bytes(&self) -> usize {
+        self.inner.keep_resident_bytes
     }
 
     /// The precompile cache directory.

@@ -62,6 +62,7 @@ pub(crate) struct WorkerPool {
     cache_dir: PathBuf,
     epoch_tick_ms: u64,
     fuel_metering: bool,
+    keep_resident_bytes: usize,
     max_idle: usize,
     idle: Mutex<Vec<WorkerProcess>>,
 }
@@ -106,6 +107,7 @@ impl WorkerPool {
             cache_dir: engine.cache_dir().to_owned(),
             epoch_tick_ms: engine.epoch_tick().as_millis() as u64,
             fuel_metering: engine.meters_fuel(),
+            keep_resident_bytes: engine.keep_resident_bytes(),
             max_idle: options.max_idle_workers,
             idle: Mutex::default(),
         };
@@ -130,6 +132,8 @@ impl WorkerPool {
         if self.fuel_metering {
             worker_args.push("--fuel-metering".into());
         }
+        worker_args.push("--keep-resident-bytes".into());
+        worker_args.push(self.keep_resident_bytes.to_string().into());
         WorkerLaunch {
             worker_program: self.program.clone(),
             worker_args,
@@ -290,4 +294,41 @@ fn fault_outcome(fault: Fault, limits: &Limits) -> Outcome {
         Fault::Cancelled => (Status::Cancelled, ErrorDetail::new("cancelled", "the run was cancelled")),
     };
     Outcome::early(status, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineConfig;
+
+    /// A worker's engine must match the parent's: same cache and epoch, same fuel
+    /// setting (or it would not find the precompiled guests), same memory trade-off.
+    #[test]
+    fn workers_are_launched_with_the_parents_engine_settings() {
+        let cache = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            cache_dir: cache.path().to_owned(),
+            epoch_tick_ms: 7,
+            fuel_metering: true,
+            keep_resident_bytes: 12345,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::new(config).unwrap();
+        let guest = GuestSource { path: cache.path().join("guest.wasm"), policy: ImportPolicy::Strict };
+        let options = WorkerOptions { program: Some(std::env::current_exe().unwrap()), ..WorkerOptions::default() };
+        let pool = WorkerPool::new(Isolation::Worker, options, &engine, Some(&guest)).unwrap();
+        let args: Vec<String> =
+            pool.launch(&Limits::default()).worker_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let expected = [
+            "worker",
+            "--cache-dir",
+            &cache.path().to_string_lossy(),
+            "--epoch-tick-ms",
+            "7",
+            "--fuel-metering",
+            "--keep-resident-bytes",
+            "12345",
+        ];
+        assert_eq!(args, expected);
+    }
 }

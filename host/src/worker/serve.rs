@@ -38,6 +38,9 @@ pub struct WorkerConfig {
     /// Whether the parent's engine meters fuel (it changes the compiled code, so the
     /// worker must match to find the parent's precompiled guests).
     pub fuel_metering: bool,
+    /// The parent's [`EngineConfig::keep_resident_bytes`], so an operator's memory
+    /// trade-off holds in workers too.
+    pub keep_resident_bytes: usize,
 }
 
 /// Why a worker stopped serving.
@@ -94,6 +97,7 @@ where
         cache_dir: config.cache_dir,
         epoch_tick_ms: config.epoch_tick_ms,
         fuel_metering: config.fuel_metering,
+        keep_resident_bytes: config.keep_resident_bytes,
         // One run at a time per worker.
         max_concurrent_runs: 1,
         ..EngineConfig::default()

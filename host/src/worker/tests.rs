@@ -219,6 +219,7 @@ async fn worker_reply(frames: Vec<ToWorker>) -> (Vec<FromWorker>, Result<(), Wor
         cache_dir: std::env::temp_dir().join("wasmbox-worker-test-cache"),
         epoch_tick_ms: 10,
         fuel_metering: false,
+        keep_resident_bytes: 0,
     };
     let worker = tokio::spawn(serve(config, worker_in, worker_out));
     for frame in &frames {
