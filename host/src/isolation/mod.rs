@@ -64,13 +64,7 @@ impl Isolation {
             Isolation::Docker(_) => docker_available(),
             Isolation::Seatbelt => seatbelt_available(),
         };
-        probed.map(drop).map_err(|err| crate::Error::Isolation {
-            isolation: self.name(),
-            reason: match err {
-                IsolationError::Unavailable { reason, .. } | IsolationError::InvalidLaunch { reason, .. } => reason,
-                other => other.to_string(),
-            },
-        })
+        probed.map(drop).map_err(|err| err.into_error(self.name()))
     }
 
     /// The name `--isolation` takes: `inproc`, `worker`, `bwrap`, `docker` or `seatbelt`.
@@ -219,6 +213,18 @@ pub(crate) enum IsolationError {
         /// Which input is wrong.
         reason: String,
     },
+}
+
+impl IsolationError {
+    /// The public error for a sandbox configured with `isolation`: the reason alone,
+    /// since [`crate::Error::Isolation`] names the isolation itself.
+    pub(crate) fn into_error(self, isolation: &'static str) -> crate::Error {
+        let reason = match self {
+            IsolationError::Unavailable { reason, .. } | IsolationError::InvalidLaunch { reason, .. } => reason,
+            other => other.to_string(),
+        };
+        crate::Error::Isolation { isolation, reason }
+    }
 }
 
 /// Plans one worker launch under `isolation`. Cheap checks (the wrapper binary exists,

@@ -16,7 +16,7 @@ use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::import_check::ImportPolicy;
-use crate::isolation::{self, Isolation, IsolationError, WorkerLaunch};
+use crate::isolation::{self, Isolation, WorkerLaunch};
 use crate::limits::Limits;
 use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Status};
 
@@ -111,12 +111,7 @@ impl WorkerPool {
             max_idle: options.max_idle_workers,
             idle: Mutex::default(),
         };
-        isolation::plan(&pool.isolation, &pool.launch(&Limits::default())).map_err(|err| match err {
-            IsolationError::Unavailable { reason, .. } | IsolationError::InvalidLaunch { reason, .. } => {
-                Error::Isolation { isolation: name, reason }
-            }
-            other => Error::Isolation { isolation: name, reason: other.to_string() },
-        })?;
+        isolation::plan(&pool.isolation, &pool.launch(&Limits::default())).map_err(|err| err.into_error(name))?;
         Ok(pool)
     }
 
