@@ -25,6 +25,20 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// wasmbox: see `funcref_offsets`.
+    funcref_offsets: Vec<FuncrefOffsets>,
+}
+
+/// wasmbox: where the two code pointers of a defined function's `VMFuncRef`
+/// point, as offsets into the text section: its array-to-wasm trampoline and its
+/// body. `u32::MAX` in both for a function that does not escape (it has no
+/// trampoline and no `VMFuncRef`).
+#[derive(Clone, Copy)]
+pub struct FuncrefOffsets {
+    /// Offset of the array-to-wasm trampoline (`VMFuncRef::array_call`).
+    pub array_call: u32,
+    /// Offset of the function body (`VMFuncRef::wasm_call`).
+    pub wasm_call: u32,
 }
 
 impl CompiledModule {
@@ -58,10 +72,51 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
+            funcref_offsets: Vec::new(),
         };
+        ret.funcref_offsets = ret.compute_funcref_offsets();
         ret.register_profiling(profiler)?;
 
         Ok(ret)
+    }
+
+    /// wasmbox: every instantiation builds a `VMFuncRef` for each function an
+    /// element segment names: ~5,000 per instance for componentize-py's libpython,
+    /// whose segment targets an imported table and so cannot be initialised lazily.
+    /// Looking both code offsets up in `index` (a namespace search, then a range
+    /// lookup) each time was a quarter of a trivial run; they are looked up once
+    /// here, when the module loads, instead.
+    fn compute_funcref_offsets(&self) -> Vec<FuncrefOffsets> {
+        let module_index = self.module_index();
+        self.module
+            .defined_func_indices()
+            .map(|def| {
+                let array = self
+                    .index
+                    .func_loc(FuncKey::ArrayToWasmTrampoline(module_index, def));
+                let wasm = self
+                    .index
+                    .func_loc(FuncKey::DefinedWasmFunction(module_index, def));
+                match (array, wasm) {
+                    (Some(array), Some(wasm)) => FuncrefOffsets {
+                        array_call: array.start,
+                        wasm_call: wasm.start,
+                    },
+                    _ => FuncrefOffsets {
+                        array_call: u32::MAX,
+                        wasm_call: u32::MAX,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// wasmbox: the text offsets of defined function `def`'s `VMFuncRef` code
+    /// pointers, or `None` when it does not escape.
+    #[inline]
+    pub fn funcref_offsets(&self, def: DefinedFuncIndex) -> Option<FuncrefOffsets> {
+        let offsets = *self.funcref_offsets.get(def.as_u32() as usize)?;
+        (offsets.array_call != u32::MAX).then_some(offsets)
     }
 
     fn register_profiling(&mut self, profiler: &dyn ProfilingAgent) -> Result<()> {

@@ -880,6 +880,29 @@ impl Instance {
         let func = &module.functions[index];
         let type_index = func.signature.unwrap_engine_type_index();
         let vmctx_offset = self.offsets().vmctx_func_ref(func.func_ref);
+
+        // wasmbox: the fast path, for code shared by every store (all of it unless
+        // guest debugging copies code per store): the offsets were looked up when
+        // the module loaded, and the text is the module's own, so there is no
+        // registry lookup and no function-table search per funcref. See
+        // `CompiledModule::funcref_offsets` and vendor/README.md.
+        let runtime_module = self
+            .runtime_module()
+            .expect("funcref impossible in fake module");
+        if !store_code_is_private(runtime_module) {
+            if let Some(offsets) = runtime_module.compiled_module().funcref_offsets(def_index) {
+                let text = runtime_module.engine_code().text();
+                let array_call = NonNull::from(&text[offsets.array_call as usize]);
+                let wasm_call = NonNull::from(&text[offsets.wasm_call as usize]);
+                // SAFETY: the type and offset are valid for the defined function at
+                // `def_index`, and the code pointers are that function's, in the
+                // code this store runs.
+                return unsafe {
+                    Some(self.write_funcref(type_index, vmctx_offset, array_call, wasm_call))
+                };
+            }
+        }
+
         let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
         let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
         // SAFETY: the type/offset/keys here are all valid for the defined
@@ -967,19 +990,28 @@ impl Instance {
         )
         .expect("module not in store");
 
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
+        let array_call = NonNull::from(module_with_code.function(array_to_wasm_key)).cast();
+        let wasm_call = NonNull::from(module_with_code.function(wasm_key)).cast();
+        // SAFETY: this function's contract.
+        unsafe { Some(self.write_funcref(type_index, vmctx_offset, array_call, wasm_call)) }
+    }
 
-        let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
-            )
-            .unwrap(),
-        ));
+    /// wasmbox: the tail of `initialize_and_return_funcref`, shared with the fast
+    /// path of `initialize_defined_funcref`.
+    ///
+    /// # Safety
+    ///
+    /// As `initialize_and_return_funcref`; `array_call` and `wasm_call` must be
+    /// the function's code in the code this store runs.
+    unsafe fn write_funcref(
+        self: Pin<&mut Self>,
+        type_index: VMSharedTypeIndex,
+        vmctx_offset: u32,
+        array_call: NonNull<u8>,
+        wasm_call: NonNull<u8>,
+    ) -> NonNull<VMFuncRef> {
+        let array_call = VmPtr::from(array_call.cast());
+        let wasm_call = Some(VmPtr::from(wasm_call.cast::<VMWasmCallFunction>()));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
 
@@ -998,7 +1030,7 @@ impl Instance {
             });
         }
 
-        Some(func_ref_ptr)
+        func_ref_ptr
     }
 
     /// Get the passive elements segment at the given index.
@@ -1901,5 +1933,20 @@ impl PassiveElementSegment {
     /// The elements of this segment.
     pub(crate) fn elements_mut(&mut self) -> &mut [ValRaw] {
         &mut self.elements
+    }
+}
+
+/// wasmbox: true when stores run private copies of `module`'s code (guest
+/// debugging patches breakpoints into them), so code pointers must come from the
+/// store's registry rather than the module.
+fn store_code_is_private(module: &crate::Module) -> bool {
+    #[cfg(feature = "debug")]
+    {
+        module.engine().tunables().debug_guest
+    }
+    #[cfg(not(feature = "debug"))]
+    {
+        let _ = module;
+        false
     }
 }
