@@ -144,6 +144,7 @@ class Host:
             "boom": self._fail,
         }
         self.errors = {}  # tool name -> CallError_* instance to return
+        self.raw = {}  # tool name -> the exact text to return
 
     @staticmethod
     def _fail(args):
@@ -156,6 +157,8 @@ class Host:
         self.calls.append((name, args_json))
         if name in self.errors:
             raise Err(self.errors[name])
+        if name in self.raw:
+            return self.raw[name]
         if name not in self.tools:
             raise Err(CallError_Denied("tool %s is not allowed" % name))
         return json.dumps(self.tools[name](json.loads(args_json)))
@@ -191,6 +194,7 @@ class Base(unittest.TestCase):
     def setUp(self):
         HOST.calls.clear()
         HOST.errors.clear()
+        HOST.raw.clear()
 
     def ok(self, code, input_json="null"):
         r = run(code, input_json)
@@ -300,6 +304,43 @@ class StrictJson(Base):
     def test_shared_but_acyclic_is_fine(self):
         self.assertEqual(self.ok("a = [1]\n[a, a, {'k': a}]"), [[1], [1], {"k": [1]}])
 
+    def test_fast_path_encodes_exactly_like_json_dumps(self):
+        import collections
+        import enum
+
+        class Color(enum.IntEnum):
+            RED = 1
+
+        class Text(str):
+            pass
+
+        nested = 1
+        for _ in range(200):
+            nested = [nested]
+        values = [
+            None, True, 0, -7, 10**30, 1.5, -0.0, 1e308, "", "héllo", "a\"b\\c\n", "日本",
+            [], {}, (1, "t"), {"é": ["ü", {"k": None}]}, {"a": 5, "b": 7}, nested,
+            # Subclasses miss the fast check and go through the walk, then the same encoder.
+            {"c": Color.RED}, collections.OrderedDict(a=1), Text("x"), [True, Color.RED, 2.0],
+        ]
+        for value in values:
+            want = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+            self.assertEqual(app._to_json(value), (want, None), repr(value)[:60])
+
+    def test_fast_check_never_accepts_what_the_walk_refuses(self):
+        refused = [
+            float("nan"), [float("inf")], {"k": -float("inf")}, {1: 2}, {"\ud800": 1},
+            ["\udfff"], {"s": {1, 2}}, b"x", [object()], {"d": {"e": bytearray()}},
+        ]
+        cycle = []
+        cycle.append(cycle)
+        deep = 1
+        for _ in range(201):
+            deep = [deep]
+        for value in refused + [cycle, deep]:
+            self.assertFalse(app._plainly_json(value), repr(value)[:60])
+            self.assertIsNone(app._to_json(value)[0], repr(value)[:60])
+
 
 class Tools(Base):
     def test_sync_call_kwargs_and_dict(self):
@@ -309,6 +350,15 @@ class Tools(Base):
     def test_result_is_parsed_json(self):
         self.assertEqual(self.ok("tools.echo(x=[1, {'y': 'é'}])"), {"x": [1, {"y": "é"}]})
         self.assertEqual(HOST.calls, [("echo", '{"x":[1,{"y":"é"}]}')])
+
+    def test_result_text_the_fast_scan_does_not_take_whole(self):
+        for text, want in [(" 5 ", 5), ('{"a": [1, 2]}\n', {"a": [1, 2]}), ("\t\"x\"", "x")]:
+            HOST.raw["r"] = text
+            self.assertEqual(self.ok("tools.r()"), want, text)
+        for text in ["", "{", '{"a":1} x', "1 2", "nope"]:
+            HOST.raw["r"] = text
+            e = self.exc("tools.r()", "ToolFailed")
+            self.assertTrue(e.message.startswith("the host returned invalid JSON"), (text, e.message))
 
     def test_bad_call_shapes_raise_type_error_before_the_host(self):
         for code in ("tools.add({'a': 1}, b=2)", "tools.add(1)", "tools.add({'a': 1}, {'b': 2})"):
