@@ -69,6 +69,18 @@ test('strict JSON: the Python guest\'s path messages', () => {
   assert.match(toJson(deep).problem, /^\$(\[0\]){200} is nested more than 200 levels deep$/);
 });
 
+test('strict JSON: paths are exact at any depth, also for a throwing getter or trap', () => {
+  const value = { ok: [1, { 'a b': [0, { x: [true, null, NaN] }] }] };
+  assert.deepEqual(toJson(value), { problem: '$.ok[1]["a b"][1].x[2] is NaN' });
+  const getter = { a: [{ get b() { throw new Error('no b'); } }] };
+  assert.deepEqual(toJson(getter), { problem: '$.a[0].b cannot be encoded: Error: no b' });
+  const trap = new Proxy({}, { ownKeys() { throw new Error('no keys'); } });
+  assert.deepEqual(toJson({ k: [trap] }), { problem: '$.k[0] cannot be encoded: Error: no keys' });
+  // a problem after sibling values: the trail holds only the way to the bad one
+  assert.deepEqual(toJson({ a: { b: 1 }, c: [2, [3]], d: [{}, undefined] }), { problem: '$.d[1] is undefined' });
+  assert.deepEqual(toJson({ '\ud800': 1 }), { problem: '$["\\ud800"] is a string with a lone surrogate' });
+});
+
 test('strict JSON: plain data encodes like JSON.stringify', () => {
   const shared = [1];
   const value = { a: [1, 2.5, -0, 'é"\n', true, null, shared, shared], b: Object.create(null), 'c-d': {} };
