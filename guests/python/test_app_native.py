@@ -371,6 +371,8 @@ class Tools(Base):
         self.assertEqual(e.message, "tools.echo() arguments are not JSON: $.x[1] is a set")
         e = self.exc("tools.echo({'v': float('nan')})", "ValueError")
         self.assertEqual(e.message, "tools.echo() arguments are not JSON: $.v is NaN")
+        e = self.exc("tools.echo(n=10**5000)", "ValueError")  # over int's digit limit
+        self.assertTrue(e.message.startswith("tools.echo() arguments are not JSON: $ cannot be encoded: "), e.message)
         e = self.exc("tools.echo(b=b'x')", "TypeError")
         self.assertEqual(e.message, "tools.echo() arguments are not JSON: $.b is bytes")
         self.assertEqual(HOST.calls, [])
