@@ -894,6 +894,17 @@ impl Instance {
                 let text = runtime_module.engine_code().text();
                 let array_call = NonNull::from(&text[offsets.array_call as usize]);
                 let wasm_call = NonNull::from(&text[offsets.wasm_call as usize]);
+                // wasmbox: every debug build (the workspace's tests) checks the fast path
+                // against the lookups it replaces, for every funcref it writes.
+                #[cfg(debug_assertions)]
+                {
+                    let code = ModuleWithCode::in_store(registry, runtime_module)
+                        .expect("module not in store");
+                    let array_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
+                    let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
+                    assert_eq!(array_call, NonNull::from(code.function(array_key)).cast());
+                    assert_eq!(wasm_call, NonNull::from(code.function(wasm_key)).cast());
+                }
                 // SAFETY: the type and offset are valid for the defined function at
                 // `def_index`, and the code pointers are that function's, in the
                 // code this store runs.
