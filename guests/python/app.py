@@ -217,6 +217,9 @@ def _plainly_json(v, depth=0):
         return v - v == 0.0  # false for NaN and the infinities
     if depth >= MAX_DEPTH:
         return False
+    # Both loops test each value inline and call themselves only for containers, floats
+    # and non-ASCII text: a call per value cost as much as the rest (measured: one
+    # shared loop over keys, then values, was ~15% slower).
     if t is dict:
         for key, item in v.items():
             if type(key) is not str or not (key.isascii() or _encodes(key)):
