@@ -3,15 +3,18 @@
 //
 //   npm ci --prefix guests/js && node guests/js/build.mjs target/guests/js.wasm
 //
-// The source is runner.js (+ core.js); the world is `code-runner` from ../../wit.
+// The source is runner.js (+ core.js); the world is `code-runner` from ../../wit. The
+// generated bindings get wasmbox's binding of `tools.call` (bindings/patch.mjs).
 //
 // package.json pins @bytecodealliance/preview2-shim 0.17.9 next to componentize-js
 // 0.23.0: componentize-js runs its WIT splicer on that shim without declaring it, and
 // from 0.25 the shim no longer pre-opens "/", so the splicer could not read the WIT files.
 import { componentize, version } from '@bytecodealliance/componentize-js';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { GENERATED, patchBindings } from './bindings/patch.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const outArg = process.argv[2];
@@ -20,6 +23,25 @@ if (!outArg) {
   process.exit(2);
 }
 const out = resolve(outArg); // against the caller's directory, before the chdir below
+
+// componentize() takes the bindings from this object's spliceBindings, between
+// generating them and snapshotting the engine. It is the module componentize.js imports
+// (the same file, so the same instance); its package exports only componentize.js.
+const { splicer } = await import(new URL(
+  './node_modules/@bytecodealliance/componentize-js/lib/spidermonkey-embedding-splicer.js', import.meta.url,
+));
+const spliceBindings = splicer.spliceBindings;
+let patched = false;
+splicer.spliceBindings = (...args) => {
+  const spliced = spliceBindings(...args);
+  if (spliced.jsBindings !== GENERATED) {
+    const unexpected = `${out}.bindings.js`;
+    writeFileSync(unexpected, spliced.jsBindings);
+    console.error(`build.mjs: the bindings componentize-js generated are in ${unexpected}`);
+  }
+  patched = true;
+  return { ...spliced, jsBindings: patchBindings(spliced.jsBindings) };
+};
 
 // componentize-js maps the current directory into the build-time engine (wizer) when the
 // source lies inside it; building from here maps only guests/js and makes the module
@@ -35,6 +57,10 @@ const { component } = await componentize({
   // not provide. stdio, random and clocks stay: console, Math.random/crypto, timers.
   disableFeatures: ['http', 'fetch-event'],
 });
+if (!patched) {
+  throw new Error(`componentize-js ${version} did not take its bindings from splicer.spliceBindings: `
+    + 'the tools.call binding was not replaced (see bindings/patch.mjs)');
+}
 await mkdir(dirname(out), { recursive: true });
 await writeFile(out, component);
 const seconds = ((Date.now() - started) / 1000).toFixed(1);

@@ -23,6 +23,7 @@ const propertyIsEnumerable = Function.prototype.call.bind(Object.prototype.prope
 export const MAX_DEPTH = 200;
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const objectProto = Object.prototype;
+const arrayProto = Array.prototype;
 const isWellFormed = typeof ''.isWellFormed === 'function'
   ? (s) => s.isWellFormed()
   : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
@@ -68,11 +69,69 @@ function describeNonJson(v) {
  *
  * Returns {text} or {problem: "<path> <what>"}. JSON.stringify would drop undefined
  * and functions, write NaN as null, call toJSON (Date), unbox String objects and throw
- * on cycles without a path; the host must get exactly what the code meant, so this
- * walks the value once and writes the text in the same pass (a getter read twice could
- * answer differently the second time).
+ * on cycles without a path; the host must get exactly what the code meant. Values made
+ * of plain JSON alone (the common case) are written by JSON.stringify, which writes them
+ * exactly; anything else goes to writeJson, which names the problem.
  */
 export function toJson(value) {
+  try {
+    // A toJSON on the prototypes would make JSON.stringify call it for every plain
+    // object or array; `in` reads no getter.
+    if (!('toJSON' in objectProto) && !('toJSON' in arrayProto) && plainlyJson(value, 0)) {
+      // stringify reads a getter or Proxy trap again. Should it answer differently the
+      // second time, the text is still strict JSON (stringify writes nothing else), only
+      // not what the first read said.
+      return { text: stringify(value) };
+    }
+  } catch {
+    // a getter or Proxy trap threw: writeJson names where
+  }
+  return writeJson(value);
+}
+
+/**
+ * True when `value` holds only what JSON.stringify writes exactly: well-formed strings,
+ * finite numbers, booleans, null, arrays and plain objects with well-formed string
+ * keys, nested at most MAX_DEPTH deep (which also ends a cycle). It checks without
+ * building the path or the text: in the guest's interpreter that was half of a tool
+ * call's cost. The answer only picks the writer; writeJson is the one that explains.
+ */
+function plainlyJson(v, depth) {
+  switch (typeof v) {
+    case 'string':
+      return isWellFormed(v);
+    case 'number':
+      return v - v === 0; // false for NaN and the infinities, without a call
+    case 'boolean':
+      return true;
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (v === null) return true;
+  if (depth >= MAX_DEPTH) return false;
+  if (isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      if (!plainlyJson(v[i], depth + 1)) return false;
+    }
+    return true;
+  }
+  const proto = getPrototypeOf(v);
+  if ((proto !== objectProto && proto !== null) || getOwnPropertySymbols(v).length !== 0) return false;
+  const keys = objectKeys(v);
+  for (let i = 0; i < keys.length; i++) {
+    if (!isWellFormed(keys[i]) || !plainlyJson(v[keys[i]], depth + 1)) return false;
+  }
+  return true;
+}
+
+/**
+ * toJson for any value: walks it once, writing the text in the same pass (a getter read
+ * twice could answer differently the second time), and stops at the first part JSON
+ * cannot carry, naming it by its path.
+ */
+export function writeJson(value) {
   const onPath = new Set(); // the containers enclosing the current value: a cycle check
   const out = [];
   // The keys and indices from the root to the value being read. The path text is only

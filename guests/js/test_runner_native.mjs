@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, toJson, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, toJson, writeJson, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -85,6 +85,59 @@ test('strict JSON: plain data encodes like JSON.stringify', () => {
   const shared = [1];
   const value = { a: [1, 2.5, -0, 'é"\n', true, null, shared, shared], b: Object.create(null), 'c-d': {} };
   assert.deepEqual(toJson(value), { text: JSON.stringify(value) });
+});
+
+// toJson writes plain data with JSON.stringify after a check (plainlyJson) and
+// everything else with writeJson: the check must never pass what writeJson refuses, and
+// both writers must write plain data alike.
+test('strict JSON: the fast path writes what writeJson writes, and refuses nothing it would pass', () => {
+  let deep = { end: [] };
+  for (let i = 0; i < 198; i++) deep = [deep]; // its innermost [] is 200 deep: the most allowed
+  const plain = [
+    {}, [], 0, -0, 1.5, -7, 1e21, 5e-324, Number.MAX_SAFE_INTEGER + 2, true, false, null, '',
+    'é"\\\n\u0000\u2028 日本 🎉', { a: 1, b: [2, { c: null }] }, Object.create(null),
+    { __proto__: null, 'a b': 1, '': 2, '🎉': [] }, [[[]]], { x: [1, , 2].slice(0, 1) }, // eslint-disable-line no-sparse-arrays
+    deep, { a: 1 }, // with a symbol key that is not enumerable (below): writeJson writes it
+  ];
+  Object.defineProperty(plain.at(-1), Symbol('not enumerable'), { value: 1, enumerable: false });
+  plain.forEach((value, i) => {
+    assert.deepEqual(toJson(value), writeJson(value), `plain[${i}]`);
+    assert.ok('text' in toJson(value), `plain[${i}]`);
+  });
+  const cyclic = { a: [] };
+  cyclic.a.push(cyclic);
+  const refused = [
+    NaN, Infinity, -Infinity, undefined, 1n, Symbol('s'), () => 1, new Date(0), new Set(), new Map(),
+    new String('s'), new Number(1), Object(true), [1, , 2], [undefined], { a: undefined }, // eslint-disable-line no-sparse-arrays
+    { a: { b: [NaN] } }, { '\ud800': 1 }, ['a\udc00'], { [Symbol('k')]: 1 }, new (class A {})(),
+    Object.create({ inherited: 1 }), [deep], cyclic, new Uint8Array(2), /re/, new Error('e'),
+    { toJSON: () => 1 },
+  ];
+  refused.forEach((value, i) => {
+    const problem = writeJson(value).problem;
+    assert.ok(problem, `refused[${i}]`);
+    assert.deepEqual(toJson(value), { problem }, `refused[${i}]`);
+  });
+});
+
+test('strict JSON: a toJSON on the prototypes is not called', () => {
+  for (const proto of [Object.prototype, Array.prototype]) {
+    proto.toJSON = () => 'replaced';
+    try {
+      assert.deepEqual(toJson({ a: [1] }), { text: '{"a":[1]}' });
+      assert.deepEqual(toJson([{}]), { text: '[{}]' });
+    } finally {
+      delete proto.toJSON;
+    }
+  }
+});
+
+test('strict JSON: a getter that throws on either read is reported with its path', () => {
+  let reads = 0;
+  const second = { a: { get b() { reads += 1; if (reads > 1) throw new Error('second'); return 1; } } };
+  assert.deepEqual(toJson(second), { problem: '$.a.b cannot be encoded: Error: second' });
+  const first = { a: [{ get b() { throw new Error('first'); } }] };
+  assert.deepEqual(toJson(first), { problem: '$.a[0].b cannot be encoded: Error: first' });
 });
 
 test('tool arguments: one plain object, checked before the host sees it', () => {

@@ -1,0 +1,69 @@
+// wasmbox's binding of the `wasmbox:sandbox/tools.call` import, spliced by patch.mjs into
+// the bindings componentize-js generates (generated.js) in place of its own
+// `import_wasmbox_sandbox_tools_0_1_0$call`. It runs in the bindings' scope: `$memory`,
+// `$realloc`, `$dealloc`, the raw import, the UTF-8 coders, `dataView` and
+// `ComponentError` are theirs.
+//
+// Same contract as the generated function (test_bindings_native.mjs runs both on the
+// same calls): the result text, or a thrown ComponentError whose payload is the
+// call-error variant {tag, val}. What differs is the cost, in an interpreter without a
+// JIT where every operation counts (docs/performance.md):
+// - the arguments are freed as soon as the host has copied them. The generated code
+//   leaves them to the end of the run, on a list that every later `$dealloc` searches
+//   linearly, so a call cost ~30 us in a run's first thousand calls and ~46 us after
+//   six thousand;
+// - strings are encoded by the native TextEncoder, where the generated code first
+//   counts their UTF-8 length in an interpreted loop over every character;
+// - no debug-log calls (each built an object even with logging off), one DataView and
+//   no intermediate {tag, val} objects for a successful call.
+
+// call-error cases in WIT order: the discriminant the host writes indexes this
+const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
+
+// Where lowerString put its string: two values without allocating an object per call.
+let loweredPtr = 0;
+let loweredLen = 0;
+
+// Copies `s` as UTF-8 into memory from `$realloc` (the canonical ABI's string lowering).
+// Lone surrogates become U+FFFD, as in the generated code.
+function lowerString(s) {
+  if (typeof s !== 'string') {
+    throw new TypeError('expected a string, received [' + typeof s + ']');
+  }
+  const bytes = TEXT_ENCODER_UTF8.encode(s);
+  loweredLen = bytes.length;
+  if (loweredLen === 0) {
+    loweredPtr = 1; // any aligned pointer: nothing is read
+    return;
+  }
+  loweredPtr = $realloc(0, 0, 1, loweredLen);
+  // `$memory.buffer` after `$realloc`: growing the memory replaces the buffer
+  new Uint8Array($memory.buffer, loweredPtr, loweredLen).set(bytes);
+}
+
+function import_wasmbox_sandbox_tools_0_1_0$call(name, argsJson) {
+  lowerString(name);
+  const namePtr = loweredPtr;
+  const nameLen = loweredLen;
+  lowerString(argsJson);
+  const argsPtr = loweredPtr;
+  const argsLen = loweredLen;
+  const ret = $import_wasmbox_sandbox_tools_0_1_0$call(namePtr, nameLen, argsPtr, argsLen);
+  // The embedding's `$dealloc` also drops the pointer from its end-of-run list, so this
+  // is not freed twice.
+  if (nameLen !== 0) $dealloc(namePtr, nameLen, 1);
+  if (argsLen !== 0) $dealloc(argsPtr, argsLen, 1);
+  // result<string, call-error> at `ret`: a u8 discriminant, then the ok string
+  // (ptr, len) at +4, or the call-error's u8 case at +4 and its string at +8.
+  const view = dataView($memory);
+  const failed = view.getUint8(ret) !== 0;
+  const tag = failed ? view.getUint8(ret + 4) : 0;
+  const at = failed ? ret + 8 : ret + 4;
+  const ptr = view.getUint32(at, true);
+  const len = view.getUint32(at + 4, true);
+  const text = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr, len));
+  if (len !== 0) $dealloc(ptr, len, 1);
+  $dealloc(ret);
+  if (failed) throw new ComponentError({ tag: CALL_ERROR_TAGS[tag], val: text });
+  return text;
+}
