@@ -16,6 +16,7 @@ BaseException everywhere and answers with a typed `Err(RunError_...)` instead.
 import ast
 import asyncio
 import builtins
+import gc
 import importlib
 import inspect
 import io
@@ -395,7 +396,12 @@ class _Tools:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError("tools has no attribute %r" % name)
-        return _Tool(name)
+        # Kept on the class, so the next `tools.<name>` is found by the plain attribute
+        # lookup without calling this (~1 of ~14 us per call in the guest). A _Tool holds
+        # only its name, and public names are never the class's own attributes.
+        tool = _Tool(name)
+        setattr(_Tools, name, tool)
+        return tool
 
     def __getitem__(self, name):  # for tool names that are not valid attributes
         if not isinstance(name, str):
@@ -870,3 +876,12 @@ class Runner(exports.Runner):
             raise Err(failure)
         return return_value
 
+
+
+# Last, after every import: move the snapshot's objects out of the cyclic collector's
+# way. They live as long as the instance anyway, but a full collection in a run walked
+# all ~20,800 of them and wrote to each one's header: gc.collect() took 12-24 ms in a
+# run (and left pages dirty for the slot reset to copy back); frozen, 0.04-0.1 ms. The
+# run's own objects are collected as before.
+gc.collect()
+gc.freeze()

@@ -381,6 +381,14 @@ class Tools(Base):
         self.assertIn("tools has no attribute '_x'", self.exc("tools._x", "AttributeError").message)
         self.assertEqual(self.ok("tools['echo'](k=1)"), {"k": 1})
 
+    def test_a_tool_looked_up_again_is_the_same_tool(self):
+        # the first lookup keeps the tool on the class; later ones must still call it
+        self.assertEqual(self.ok("a = tools.add\n[a is tools.add, repr(tools.add), a(a=1, b=2), tools.add(a=3, b=4)]"),
+                         [True, "<tool add>", 3, 7])
+        self.assertEqual(self.ok("[repr(tools.mro), repr(tools.echo)]"), ["<tool mro>", "<tool echo>"])
+        self.assertIn("tools has no attribute '_add'", self.exc("tools.add\ntools._add", "AttributeError").message)
+        self.assertEqual(HOST.calls, [("add", '{"a":1,"b":2}'), ("add", '{"a":3,"b":4}')])
+
     def test_each_call_error_maps_to_a_catchable_subclass(self):
         cases = {
             "denied": (CallError_Denied, "ToolDenied"),
