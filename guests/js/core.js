@@ -93,8 +93,9 @@ export function toJson(value) {
  * True when `value` holds only what JSON.stringify writes exactly: well-formed strings,
  * finite numbers, booleans, null, arrays and plain objects with well-formed string
  * keys, nested at most MAX_DEPTH deep (which also ends a cycle). It checks without
- * building the path or the text: in the guest's interpreter that was half of a tool
- * call's cost. The answer only picks the writer; writeJson is the one that explains.
+ * building a path or any text: for {a, b} in the guest's interpreter, writeJson takes
+ * ~7 us and this check plus stringify ~3.5 us. The answer only picks the writer;
+ * writeJson is the one that explains.
  */
 function plainlyJson(v, depth) {
   switch (typeof v) {
