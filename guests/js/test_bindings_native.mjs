@@ -142,6 +142,18 @@ test('results cross unchanged, ASCII, non-ASCII and empty', () => {
   assert.deepEqual(both('t', '{}', () => ({ ok: '"🎉 ü"' })).patched, { ok: '"🎉 ü"' });
 });
 
+test('names cross exactly when one binding calls several tools in turn', () => {
+  const generated = new Embedding(echo);
+  const patched = new Embedding(echo);
+  const callGenerated = load(GENERATED, generated);
+  const callPatched = load(patchBindings(GENERATED), patched);
+  const names = ['add', 'grüße', 'add', '', 'x', 'grüße', 'add'];
+  names.forEach((name, i) => {
+    assert.equal(callPatched(name, `[${i}]`), callGenerated(name, `[${i}]`));
+  });
+  assert.deepEqual(patched.received, names.map((name, i) => [name, `[${i}]`]));
+});
+
 test('a lone surrogate reaches the host as U+FFFD, as with the generated binding', () => {
   const { patchedHost } = both('t', '"a\uD800b"', echo);
   assert.deepEqual(patchedHost.received, [['t', '"a\uFFFDb"']]);

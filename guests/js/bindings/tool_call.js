@@ -13,46 +13,49 @@
 //   linearly, so a call cost ~30 us in a run's first thousand calls and ~46 us after
 //   six thousand;
 // - strings are encoded by the native TextEncoder, where the generated code first
-//   counts their UTF-8 length in an interpreted loop over every character;
+//   counts their UTF-8 length in an interpreted loop over every character; the tool
+//   name once per run, and both strings go in one allocation;
 // - no debug-log calls (each built an object even with logging off), one DataView and
 //   no intermediate {tag, val} objects for a successful call.
 
 // call-error cases in WIT order: the discriminant the host writes indexes this
 const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
 
-// Where lowerString put its string: two values without allocating an object per call.
-let loweredPtr = 0;
-let loweredLen = 0;
+// Each tool name's UTF-8, encoded once: a run calls few tools, many times.
+const nameUtf8 = new Map();
 
-// Copies `s` as UTF-8 into memory from `$realloc` (the canonical ABI's string lowering).
-// Lone surrogates become U+FFFD, as in the generated code.
-function lowerString(s) {
+function expectString(s) {
   if (typeof s !== 'string') {
     throw new TypeError('expected a string, received [' + typeof s + ']');
   }
-  const bytes = TEXT_ENCODER_UTF8.encode(s);
-  loweredLen = bytes.length;
-  if (loweredLen === 0) {
-    loweredPtr = 1; // any aligned pointer: nothing is read
-    return;
-  }
-  loweredPtr = $realloc(0, 0, 1, loweredLen);
-  // `$memory.buffer` after `$realloc`: growing the memory replaces the buffer
-  new Uint8Array($memory.buffer, loweredPtr, loweredLen).set(bytes);
 }
 
 function import_wasmbox_sandbox_tools_0_1_0$call(name, argsJson) {
-  lowerString(name);
-  const namePtr = loweredPtr;
-  const nameLen = loweredLen;
-  lowerString(argsJson);
-  const argsPtr = loweredPtr;
-  const argsLen = loweredLen;
-  const ret = $import_wasmbox_sandbox_tools_0_1_0$call(namePtr, nameLen, argsPtr, argsLen);
+  expectString(name);
+  expectString(argsJson);
+  let nameBytes = nameUtf8.get(name);
+  if (nameBytes === undefined) {
+    nameBytes = TEXT_ENCODER_UTF8.encode(name);
+    nameUtf8.set(name, nameBytes);
+  }
+  // Lone surrogates become U+FFFD, as in the generated code.
+  const argsBytes = TEXT_ENCODER_UTF8.encode(argsJson);
+  // Both strings in one allocation: the canonical ABI only needs two (ptr, len) pairs.
+  const nameLen = nameBytes.length;
+  const argsLen = argsBytes.length;
+  const size = nameLen + argsLen;
+  let block = 1; // any aligned pointer when there is nothing to read
+  if (size !== 0) {
+    block = $realloc(0, 0, 1, size);
+    // `$memory.buffer` after `$realloc`: growing the memory replaces the buffer
+    const bytes = new Uint8Array($memory.buffer, block, size);
+    bytes.set(nameBytes);
+    bytes.set(argsBytes, nameLen);
+  }
+  const ret = $import_wasmbox_sandbox_tools_0_1_0$call(block, nameLen, block + nameLen, argsLen);
   // The embedding's `$dealloc` also drops the pointer from its end-of-run list, so this
   // is not freed twice.
-  if (nameLen !== 0) $dealloc(namePtr, nameLen, 1);
-  if (argsLen !== 0) $dealloc(argsPtr, argsLen, 1);
+  if (size !== 0) $dealloc(block, size, 1);
   // result<string, call-error> at `ret`: a u8 discriminant, then the ok string
   // (ptr, len) at +4, or the call-error's u8 case at +4 and its string at +8.
   const view = dataView($memory);
