@@ -64,10 +64,26 @@ def _importable(name):
         return False
 
 
-# zoneinfo reaches for importlib.resources (for the tzdata package) when it looks a zone
-# up; unbundled, every ZoneInfo(...) died with a puzzling ImportError. With it, the error
-# is ZoneInfoNotFoundError: the guest has no time zone database (no files, no tzdata).
-_importable("importlib.resources")
+# Modules that promised ones import lazily, on first use, so that nothing above brings
+# them in; unbundled, that first use dies with a puzzling ModuleNotFoundError:
+# - importlib.resources: zoneinfo looks a zone up through it (for the tzdata package).
+#   With it, the error is ZoneInfoNotFoundError: the guest has no time zone database.
+# - _strptime: datetime.strptime and time.strptime.
+# - the codecs the registry finds by name (codecs.lookup, str.encode, bytes.decode and
+#   io.TextIOWrapper with an encoding other than UTF-8's few built-in spellings);
+#   `encodings` itself brings only UTF-8.
+_SUPPORT = (
+    "importlib.resources", "_strptime",
+    "encodings.ascii", "encodings.latin_1", "encodings.utf_8_sig", "encodings.utf_16",
+    "encodings.utf_16_le", "encodings.utf_16_be", "encodings.utf_32", "encodings.utf_32_le",
+    "encodings.utf_32_be", "encodings.utf_7", "encodings.cp1252", "encodings.cp1251",
+    "encodings.cp437", "encodings.cp850", "encodings.iso8859_1", "encodings.iso8859_2",
+    "encodings.iso8859_15", "encodings.mac_roman", "encodings.koi8_r", "encodings.charmap",
+    "encodings.idna", "encodings.punycode", "encodings.unicode_escape",
+    "encodings.raw_unicode_escape", "encodings.rot_13", "encodings.hex_codec",
+    "encodings.base64_codec", "encodings.quopri_codec", "encodings.zlib_codec",
+)
+SUPPORT_MISSING = tuple(name for name in _SUPPORT if not _importable(name))
 STDLIB = tuple(name for name in _CURATED if _importable(name))
 STDLIB_MISSING = tuple(name for name in _CURATED if name not in STDLIB)
 

@@ -139,3 +139,35 @@ async fn the_collector_skips_the_snapshot_and_still_collects_the_runs_cycles() {
                 [gc.get_freeze_count() > 10000, len(gc.get_objects()) < 1000, gc.collect() >= 1]";
     assert_eq!(value(&run(code).await), json!([true, true, true]));
 }
+
+#[tokio::test]
+async fn stdlib_helpers_imported_on_first_use_are_bundled() {
+    // The guest has no files: what promised modules import lazily (_strptime, the codecs
+    // the registry finds by name) must be in the component, not a ModuleNotFoundError.
+    let code = r#"
+import codecs, datetime, io, time
+[
+    datetime.datetime.strptime("2026-11-29 08:30", "%Y-%m-%d %H:%M").isoformat(),
+    time.strptime("29/11/2026", "%d/%m/%Y").tm_yday,
+    io.TextIOWrapper(io.BytesIO("é€".encode("cp1252")), encoding="cp1252").read(),
+    "bücher.example".encode("idna").decode(),
+    [codecs.lookup(n).name for n in ("latin-1", "utf-16", "utf-8-sig", "ascii", "iso8859-15", "mac-roman")],
+    codecs.encode("wasm", "rot13"),
+    codecs.encode(b"hi", "hex").decode(),
+    codecs.decode(b"aGk=\n", "base64").decode(),
+]
+"#;
+    assert_eq!(
+        value(&run(code).await),
+        json!([
+            "2026-11-29T08:30:00",
+            333,
+            "é€",
+            "xn--bcher-kva.example",
+            ["iso8859-1", "utf-16", "utf-8-sig", "ascii", "iso8859-15", "mac-roman"],
+            "jnfz",
+            "6869",
+            "hi"
+        ])
+    );
+}
