@@ -474,6 +474,25 @@ class Async(Base):
                      "asyncio.run(main())", "RuntimeError")
         self.assertIn("deadlock", e.message)
 
+    def test_the_rewriter_is_skipped_only_where_it_would_change_nothing(self):
+        # code without the words it acts on: rewriting leaves the tree as it was
+        plain = [
+            "x = 1\nx", "def run(f):\n    return f()\nrun(lambda: tools.add(a=1, b=2))",
+            "class C:\n    def wait(self, x):\n        return x\nC().wait(2)",
+            "r = [tools.add(a=i, b=i) for i in range(3)]\nr",
+            "import json\nshield = lambda x: x\nshield(json.dumps({'a': 1}))",
+        ]
+        for code in plain:
+            self.assertIsNone(app._REWRITER_WORDS.search(code), code)
+            tree = ast.parse(code)
+            self.assertEqual(ast.dump(app._Rewriter(tree).visit(tree)), ast.dump(ast.parse(code)), code)
+        self.assertEqual(self.ok(plain[1]), 3)
+        self.assertEqual(self.ok(plain[2]), 2)
+        # ...and code that needs it finds its words even when written with compatibility
+        # characters, which the parser reads NFKC-normalised
+        code = "import \uff41syncio\n\uff41syncio.run(\uff41syncio.\uff57ait_for(tools.add(a=1, b=2), 5))"
+        self.assertEqual(self.ok(code), 3)
+
     def test_tool_error_traceback_in_async_code(self):
         e = self.exc("import asyncio\nasync def main():\n    await tools.nope()\nawait main()", "ToolDenied")
         self.assertTrue(e.traceback.startswith('Traceback (most recent call last):\n  File "<code>", line 4'),
