@@ -54,6 +54,9 @@ _CURATED = (
     "difflib", "unicodedata", "urllib.parse", "html", "csv", "io", "pprint", "struct",
     "array", "asyncio", "contextlib", "abc", "numbers", "secrets", "traceback", "shlex",
     "fnmatch", "graphlib", "ipaddress",
+    # for the data tools hand back: markup, config, archives, mail
+    "html.parser", "xml.etree.ElementTree", "tomllib", "configparser", "zlib", "gzip",
+    "zipfile", "email", "email.parser", "email.policy", "email.utils", "colorsys",
 )
 
 

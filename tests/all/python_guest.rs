@@ -171,3 +171,42 @@ import codecs, datetime, io, time
         ])
     );
 }
+
+#[tokio::test]
+async fn the_data_format_modules_work() {
+    // Markup, config, archives and mail: what tool results often carry.
+    let code = r#"
+import configparser, email, email.policy, gzip, io, tomllib, zipfile
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs = []
+    def handle_starttag(self, tag, attrs):
+        self.hrefs += [v for k, v in attrs if k == "href"]
+
+p = Links()
+p.feed('<p><a href="/a">a</a> <a href="/b">b</a></p>')
+cfg = configparser.ConfigParser()
+cfg.read_string("[db]\nport = 5432\n")
+buf = io.BytesIO()
+with zipfile.ZipFile(buf, "w") as z:
+    z.writestr("n.txt", "zipped")
+msg = email.message_from_string("Subject: hi\nFrom: a@b.c\n\nbody\n", policy=email.policy.default)
+[
+    p.hrefs,
+    [e.get("id") for e in ET.fromstring('<r><i id="1"/><i id="2"/></r>').iter("i")],
+    tomllib.loads('a = [1, 2]\n[t]\nk = "v"')["t"]["k"],
+    cfg.getint("db", "port"),
+    gzip.decompress(gzip.compress(b"squeezed")).decode(),
+    zipfile.ZipFile(io.BytesIO(buf.getvalue())).read("n.txt").decode(),
+    [msg["subject"], msg.get_content().strip()],
+]
+"#;
+    assert_eq!(
+        value(&run(code).await),
+        json!([["/a", "/b"], ["1", "2"], "v", 5432, "squeezed", "zipped", ["hi", "body"]])
+    );
+}
