@@ -10,7 +10,7 @@
 // JIT where every operation counts (docs/performance.md):
 // - the arguments are freed as soon as the host has copied them. The generated code
 //   leaves them to the end of the run, on a list that every later `$dealloc` searches
-//   linearly, so a call cost ~30 us in a run's first thousand calls and ~46 us after
+//   linearly, so a call cost ~30 us in a run's first thousand calls and ~50 us after
 //   six thousand;
 // - strings are encoded by the native TextEncoder, where the generated code first
 //   counts their UTF-8 length in an interpreted loop over every character; the tool
@@ -21,7 +21,8 @@
 // call-error cases in WIT order: the discriminant the host writes indexes this
 const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
 
-// Each tool name's UTF-8, encoded once: a run calls few tools, many times.
+// Each tool name's UTF-8, encoded once: a run calls few tools, many times (and the
+// call ceiling bounds how many names one run can try).
 const nameUtf8 = new Map();
 
 function expectString(s) {
