@@ -911,7 +911,6 @@ class Runner(exports.Runner):
         return return_value
 
 
-
 # Last, after every import: move the snapshot's objects out of the cyclic collector's
 # way. They live as long as the instance anyway, but a full collection in a run walked
 # all ~20,800 of them and wrote to each one's header: gc.collect() took 12-24 ms in a
