@@ -112,9 +112,13 @@ function plainlyJson(v, depth) {
   }
   if (v === null) return true;
   if (depth >= MAX_DEPTH) return false;
+  // Both loops pass numbers, booleans and null inline and call themselves for the rest:
+  // a call per value is ~0.2 us in this interpreter, as much as the test itself.
   if (isArray(v)) {
     for (let i = 0; i < v.length; i++) {
-      if (!plainlyJson(v[i], depth + 1)) return false;
+      const item = v[i];
+      if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'boolean' || item === null
+        || plainlyJson(item, depth + 1))) return false;
     }
     return true;
   }
@@ -122,7 +126,11 @@ function plainlyJson(v, depth) {
   if ((proto !== objectProto && proto !== null) || getOwnPropertySymbols(v).length !== 0) return false;
   const keys = objectKeys(v);
   for (let i = 0; i < keys.length; i++) {
-    if (!isWellFormed(keys[i]) || !plainlyJson(v[keys[i]], depth + 1)) return false;
+    const key = keys[i];
+    if (!isWellFormed(key)) return false;
+    const item = v[key];
+    if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'boolean' || item === null
+      || plainlyJson(item, depth + 1))) return false;
   }
   return true;
 }

@@ -112,6 +112,8 @@ test('strict JSON: the fast path writes what writeJson writes, and refuses nothi
     { a: { b: [NaN] } }, { '\ud800': 1 }, ['a\udc00'], { [Symbol('k')]: 1 }, new (class A {})(),
     Object.create({ inherited: 1 }), [deep], cyclic, new Uint8Array(2), /re/, new Error('e'),
     { toJSON: () => 1 },
+    // scalars the check passes inline, in an array and in an object
+    [NaN], { a: Infinity }, [-Infinity], { a: NaN }, [1n], { a: 1n }, [Symbol('s')], { a: () => 1 },
   ];
   refused.forEach((value, i) => {
     const problem = writeJson(value).problem;

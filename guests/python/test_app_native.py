@@ -382,7 +382,7 @@ class Tools(Base):
         self.assertEqual(self.ok("tools['echo'](k=1)"), {"k": 1})
 
     def test_a_tool_looked_up_again_is_the_same_tool(self):
-        # the first lookup keeps the tool on the class; later ones must still call it
+        # the first lookup keeps the tool on `tools`; later ones must still call it
         self.assertEqual(self.ok("a = tools.add\n[a is tools.add, repr(tools.add), a(a=1, b=2), tools.add(a=3, b=4)]"),
                          [True, "<tool add>", 3, 7])
         self.assertEqual(self.ok("[repr(tools.mro), repr(tools.echo)]"), ["<tool mro>", "<tool echo>"])

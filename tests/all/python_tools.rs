@@ -92,6 +92,18 @@ async fn non_json_arguments_are_refused_in_the_guest() {
 }
 
 #[tokio::test]
+async fn a_tool_looked_up_again_is_the_same_tool() {
+    // The first lookup caches the tool on `tools`; in the guest's CPython (3.14) a
+    // partial kept on the class would be bound to `tools` as a method. Every shape of
+    // call after the first goes through the cache.
+    let code = "a = tools.add\n[a is tools.add, repr(a), a.name, a(a=1, b=2), tools.add(a=3, b=4), \
+                tools.add({'a': 5, 'b': 6}), tools['add'](a=7, b=8), await tools.add(a=9, b=10)]";
+    let outcome = run(code).await;
+    assert_eq!(value(&outcome), json!([true, "<tool add>", "add", 3, 7, 11, 15, 19]));
+    assert_eq!(outcome.tool_calls.len(), 5);
+}
+
+#[tokio::test]
 async fn many_tool_calls_in_a_loop() {
     let code = "total = 0\nfor i in range(50):\n    total = tools.add(a=total, b=i)\ntotal";
     let outcome = run(code).await;

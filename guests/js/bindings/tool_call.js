@@ -32,8 +32,10 @@ function expectString(s) {
 }
 
 function import_wasmbox_sandbox_tools_0_1_0$call(name, argsJson) {
-  expectString(name);
-  expectString(argsJson);
+  if (typeof name !== 'string' || typeof argsJson !== 'string') {
+    expectString(name); // throws, naming the first non-string as the generated code does
+    expectString(argsJson);
+  }
   let nameBytes = nameUtf8.get(name);
   if (nameBytes === undefined) {
     nameBytes = TEXT_ENCODER_UTF8.encode(name);
