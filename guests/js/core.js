@@ -74,6 +74,12 @@ function describeNonJson(v) {
  * exactly; anything else goes to writeJson, which names the problem.
  */
 export function toJson(value) {
+  const text = plainJsonText(value);
+  return text !== undefined ? { text } : writeJson(value);
+}
+
+/** JSON.stringify's text for a value plainlyJson accepts; undefined for any other. */
+function plainJsonText(value) {
   try {
     // A toJSON on the prototypes would make JSON.stringify call it for every plain
     // object or array; `in` reads no getter.
@@ -81,12 +87,12 @@ export function toJson(value) {
       // stringify reads a getter or Proxy trap again. Should it answer differently the
       // second time, the text is still strict JSON (stringify writes nothing else), only
       // not what the first read said.
-      return { text: stringify(value) };
+      return stringify(value);
     }
   } catch {
     // a getter or Proxy trap threw: writeJson names where
   }
-  return writeJson(value);
+  return undefined;
 }
 
 /**
@@ -277,6 +283,15 @@ const CALL_ERRORS = {
 
 /** Checks and encodes the arguments of `tools.<name>(...)` before the host sees them. */
 export function toolArgs(name, args) {
+  // The usual call, one plain object of plain JSON, straight to its text: plainlyJson
+  // checks the prototype too. Anything else is checked below, and named if refused.
+  if (args.length === 1) {
+    const value = args[0];
+    if (typeof value === 'object' && value !== null && !isArray(value)) {
+      const text = plainJsonText(value);
+      if (text !== undefined) return text;
+    }
+  }
   if (args.length === 0 || (args.length === 1 && args[0] === undefined)) return '{}';
   if (args.length > 1 || !isPlainObject(args[0])) {
     const n = args.length;
