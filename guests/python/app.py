@@ -442,6 +442,12 @@ class _Tools:
         self.__dict__[name] = tool
         return tool
 
+    def __setattr__(self, name, value):
+        raise AttributeError("tools is read-only")
+
+    def __delattr__(self, name):
+        raise AttributeError("tools is read-only")
+
     def __getitem__(self, name):  # for tool names that are not valid attributes
         if not isinstance(name, str):
             raise TypeError("tool names are strings, not %s" % type(name).__name__)

@@ -387,6 +387,9 @@ class Tools(Base):
                          [True, "<tool add>", 3, 7])
         self.assertEqual(self.ok("[repr(tools.mro), repr(tools.echo)]"), ["<tool mro>", "<tool echo>"])
         self.assertIn("tools has no attribute '_add'", self.exc("tools.add\ntools._add", "AttributeError").message)
+        # the cache is not writable from the run's code
+        self.assertEqual(self.exc("tools.add = 1", "AttributeError").message, "tools is read-only")
+        self.assertEqual(self.exc("tools.add\ndel tools.add", "AttributeError").message, "tools is read-only")
         self.assertEqual(HOST.calls, [("add", '{"a":1,"b":2}'), ("add", '{"a":3,"b":4}')])
 
     def test_each_call_error_maps_to_a_catchable_subclass(self):
