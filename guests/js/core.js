@@ -285,20 +285,20 @@ const CALL_ERRORS = {
 export function toolArgs(name, args) {
   // The usual call, one plain object of plain JSON, straight to its text: plainlyJson
   // checks the prototype too. Anything else is checked below, and named if refused.
-  if (args.length === 1) {
-    const value = args[0];
-    if (typeof value === 'object' && value !== null && !isArray(value)) {
-      const text = plainJsonText(value);
-      if (text !== undefined) return text;
-    }
+  const value = args[0];
+  if (args.length === 1 && typeof value === 'object' && value !== null && !isArray(value)) {
+    const text = plainJsonText(value);
+    if (text !== undefined) return text;
   }
-  if (args.length === 0 || (args.length === 1 && args[0] === undefined)) return '{}';
-  if (args.length > 1 || !isPlainObject(args[0])) {
+  if (args.length === 0 || (args.length === 1 && value === undefined)) return '{}';
+  if (args.length > 1 || !isPlainObject(value)) {
     const n = args.length;
     throw new TypeError(`tools.${name}() takes one plain object of arguments, got ${n} argument${
       n === 1 ? '' : 's'} (${args.map(typeName).join(', ')})`);
   }
-  const { text, problem } = toJson(args[0]);
+  // A plain object here is one plainJsonText just refused: writeJson says why, without
+  // toJson checking it a second time.
+  const { text, problem } = writeJson(value);
   if (problem) throw new TypeError(`tools.${name}() arguments are not JSON: ${problem}`);
   return text;
 }
