@@ -7,6 +7,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -83,7 +84,7 @@ impl PrecompileCache {
     pub(crate) fn store(&self, engine: &wasmtime::Engine, component: &[u8], path: &Path) -> Result<(), StoreError> {
         let artifact = engine.precompile_component(component).map_err(StoreError::Compile)?;
         std::fs::create_dir_all(&self.dir)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let tmp = unique_tmp_path(path);
         std::fs::write(&tmp, &artifact)?;
         // Rename is atomic on one filesystem: a concurrent reader sees the old state or
         // the whole artifact, never half of it. Losing a race to another writer is fine.
@@ -123,7 +124,7 @@ impl PrecompileCache {
         let (Ok(file), Some(name)) = (std::path::absolute(file), artifact.file_name()) else { return };
         let Some(identity) = file_identity(&file) else { return };
         let record = self.file_record_path(engine, &file);
-        let tmp = record.with_extension(format!("tmp{}", std::process::id()));
+        let tmp = unique_tmp_path(&record);
         let written = std::fs::create_dir_all(record.parent().unwrap_or(&self.dir))
             .and_then(|()| std::fs::write(&tmp, format!("{identity} {}\n", name.to_string_lossy())))
             .and_then(|()| std::fs::rename(&tmp, &record));
@@ -131,6 +132,16 @@ impl PrecompileCache {
             let _ = std::fs::remove_file(&tmp);
         }
     }
+}
+
+/// A file name next to `path` that no other writer uses, in this process or another.
+/// Each writer needs its own: threads of one process that store the same artifact at
+/// once used to share a name, so one could rename the file into place while another was
+/// still writing it, and a reader then mapped a partial artifact.
+fn unique_tmp_path(path: &Path) -> PathBuf {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    path.with_extension(format!("tmp{}-{write}", std::process::id()))
 }
 
 /// Length and modification time (ns) of a file: what says "unchanged" without reading it.
@@ -177,6 +188,31 @@ mod tests {
         assert_eq!(cache.lookup_file(&engine, &guest), Some(artifact.clone()));
         std::fs::write(&guest, b"v2, longer").unwrap();
         assert_eq!(cache.lookup_file(&engine, &guest), None, "the file changed");
+    }
+
+    #[test]
+    fn concurrent_stores_of_one_artifact_never_expose_a_partial_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PrecompileCache::new(dir.path().join("cache"));
+        let engine = wasmtime::Engine::default();
+        // Quick to compile but slow to write (8 MiB of data): the window in which a shared
+        // name let one thread move another's half-written file into place.
+        let data = "a".repeat(8 << 20);
+        let component = format!(r#"(component (core module (memory 128) (data (i32.const 0) "{data}")))"#);
+        let component = component.into_bytes(); // text: wasmtime parses it
+        let path = cache.artifact_path(&engine, &component);
+        std::thread::scope(|threads| {
+            for _ in 0..8 {
+                threads.spawn(|| {
+                    for _ in 0..3 {
+                        assert!(cache.store(&engine, &component, &path).is_ok());
+                        cache.load(&engine, &path).expect("a whole artifact");
+                    }
+                });
+            }
+        });
+        let left: Vec<_> = std::fs::read_dir(cache.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [path.file_name().unwrap()], "no temporary file is left behind");
     }
 
     #[test]
