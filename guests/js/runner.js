@@ -27,3 +27,17 @@ delete globalThis.fetch;
 export const runner = {
   run: createRunner({ host: { call, listTools }, timers }),
 };
+
+// Make every standard class of the code's realm now, into the snapshot: SpiderMonkey
+// makes a class on its first use in a realm, and each run starts from the snapshot, so a
+// run otherwise made again each class it touched (~30% of a trivial run with the
+// bindings' realm; bindings/resolve_classes.js does the same there, and says more).
+for (const name of Object.getOwnPropertyNames(globalThis)) {
+  try {
+    void globalThis[name];
+  } catch {
+    // an accessor that refuses at build time: nothing to make
+  }
+}
+// SavedFrame is not a global; the first captured stack makes it.
+void (function captureStack() { return new Error(); })();

@@ -9,7 +9,7 @@
 // and the patched binding must free what it allocated.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { GENERATED, generatedCall, patchBindings } from './bindings/patch.mjs';
+import { GENERATED, RESOLVE_CLASSES, generatedCall, patchBindings } from './bindings/patch.mjs';
 
 const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
 
@@ -119,11 +119,11 @@ function both(name, args, answer) {
 
 const echo = (name, args) => ({ ok: `${name}:${args}` });
 
-test('the patch replaces the generated call binding and nothing else', () => {
+test('the patch replaces the generated call binding, appends the class resolution, and nothing else', () => {
   const patched = patchBindings(GENERATED);
   const { start, end } = generatedCall(GENERATED);
   assert.ok(patched.startsWith(GENERATED.slice(0, start)));
-  assert.ok(patched.endsWith(GENERATED.slice(end)));
+  assert.ok(patched.endsWith(`${GENERATED.slice(end)}\n${RESOLVE_CLASSES}`));
   assert.ok(!patched.includes('function _unused'));
   assert.throws(() => patchBindings(GENERATED.replace('getUint8', 'getInt8')), /other JS bindings/);
 });
@@ -175,20 +175,63 @@ test('a name or arguments that are not strings are refused before the host', () 
   }
 });
 
-test('the patched binding frees what it allocated; the generated one leaves the arguments', () => {
+test('the patched binding keeps a bounded set of blocks; the generated one leaves the arguments', () => {
   const generated = new Embedding(echo);
   const patched = new Embedding(echo);
   const callGenerated = load(GENERATED, generated);
   const callPatched = load(patchBindings(GENERATED), patched);
   for (let i = 0; i < 50; i++) {
     assert.equal(callPatched('add', `{"i":${i}}`), `add:{"i":${i}}`);
-    assert.equal(patched.live.size, 0);
+    // the arguments' block and the name, reused by every call
+    assert.equal(patched.live.size, 2);
     callGenerated('add', `{"i":${i}}`);
   }
   // the generated binding's arguments wait for the end of the run, two per call
   assert.equal(generated.live.size, 100);
-  // errors free everything too
+  // a second name adds its own block, once
+  callPatched('sub', '{}');
+  callPatched('sub', '{}');
+  assert.equal(patched.live.size, 3);
+  // errors free the result too
   const failing = new Embedding(() => ({ err: [3, 'boom'] }));
-  assert.throws(() => load(patchBindings(GENERATED), failing)('t', '{}'), (e) => e.payload.val === 'boom');
-  assert.equal(failing.live.size, 0);
+  const callFailing = load(patchBindings(GENERATED), failing);
+  for (let i = 0; i < 3; i++) {
+    assert.throws(() => callFailing('t', '{}'), (e) => e.payload.val === 'boom');
+    assert.equal(failing.live.size, 2);
+  }
+});
+
+test('the arguments block grows when needed, and huge arguments get a block of their own', () => {
+  const generated = new Embedding(echo);
+  const patched = new Embedding(echo);
+  const callGenerated = load(GENERATED, generated);
+  const callPatched = load(patchBindings(GENERATED), patched);
+  // Small, then larger than the first block, then beyond the reused block's limit
+  // (3 bytes per UTF-16 unit > 64 KiB), then small again; the memory grows during and
+  // between the calls.
+  const sizes = [10, 400, 5000, 21000, 30000, 5, 21000, 0, 12];
+  sizes.forEach((n, i) => {
+    const args = JSON.stringify('ü🎉x'.repeat(n));
+    assert.equal(callPatched(`t${i % 2}`, args), callGenerated(`t${i % 2}`, args));
+    // the old block is freed when a larger one replaces it; a huge call's own block at once
+    assert.equal(patched.live.size, 3 - (i === 0 ? 1 : 0));
+    assert.ok(Math.max(...patched.live.values()) <= 64 * 1024);
+    // the rest of the guest grows the memory between calls too
+    patched.dealloc(patched.realloc(0, 0, 1, patched.buffer.byteLength));
+  });
+  assert.deepEqual(patched.received, generated.received);
+});
+
+test('a return area that is not 4-aligned is an error, not a misread', () => {
+  class Misaligned extends Embedding {
+    call(...args) {
+      const ret = super.call(...args);
+      const moved = this.realloc(0, 0, 4, 20) + 1;
+      new Uint8Array(this.buffer).copyWithin(moved, ret, ret + 16);
+      this.dealloc(ret);
+      return moved;
+    }
+  }
+  const callPatched = load(patchBindings(GENERATED), new Misaligned(echo));
+  assert.throws(() => callPatched('add', '{}'), /return area at \d+ is not 4-aligned/);
 });

@@ -18,6 +18,8 @@ const here = new URL('.', import.meta.url);
 export const GENERATED = readFileSync(new URL('generated.js', here), 'utf8');
 /** wasmbox's binding of `tools.call`, which replaces the generated one. */
 export const TOOL_CALL = readFileSync(new URL('tool_call.js', here), 'utf8');
+/** Makes the bindings realm's standard classes while the snapshot is taken (see the file). */
+export const RESOLVE_CLASSES = readFileSync(new URL('resolve_classes.js', here), 'utf8');
 
 const CALL_START = 'function import_wasmbox_sandbox_tools_0_1_0$call(arg0, arg1) {\n';
 const CALL_END = '\nasync function export_runner_0_1_0$run(';
@@ -33,8 +35,8 @@ export function generatedCall(bindings) {
 }
 
 /**
- * `bindings` with the generated `tools.call` binding replaced by tool_call.js.
- * Throws unless `bindings` is exactly GENERATED.
+ * `bindings` with the generated `tools.call` binding replaced by tool_call.js, and
+ * resolve_classes.js appended. Throws unless `bindings` is exactly GENERATED.
  */
 export function patchBindings(bindings) {
   if (bindings !== GENERATED) {
@@ -46,5 +48,5 @@ export function patchBindings(bindings) {
     );
   }
   const { start, end } = generatedCall(bindings);
-  return bindings.slice(0, start) + TOOL_CALL + bindings.slice(end);
+  return `${bindings.slice(0, start)}${TOOL_CALL}${bindings.slice(end)}\n${RESOLVE_CLASSES}`;
 }
