@@ -78,8 +78,11 @@ export function toJson(value) {
   return text !== undefined ? { text } : writeJson(value);
 }
 
-/** JSON.stringify's text for a value plainlyJson accepts; undefined for any other. */
-function plainJsonText(value) {
+/**
+ * JSON.stringify's text for a value plainlyJson accepts, unless the text holds a `\u`
+ * escape; undefined for any other (exported for the tests: which values take this path).
+ */
+export function plainJsonText(value) {
   try {
     // A toJSON on the prototypes would make JSON.stringify call it for every plain
     // object or array; `in` reads no getter.
@@ -87,7 +90,13 @@ function plainJsonText(value) {
       // stringify reads a getter or Proxy trap again. Should it answer differently the
       // second time, the text is still strict JSON (stringify writes nothing else), only
       // not what the first read said.
-      return stringify(value);
+      const text = stringify(value);
+      // Lone surrogates, in strings or keys, are the one thing plainlyJson leaves to the
+      // text: stringify writes each as a \uXXXX escape, which the host would refuse. One
+      // search of the text costs less than a check of every string (two calls each);
+      // text with any `\u` (also a control character, or a backslash before a `u`) goes
+      // to writeJson, which names a lone surrogate by its path.
+      if (text.indexOf('\\u') === -1) return text;
     }
   } catch {
     // a getter or Proxy trap threw: writeJson names where
@@ -96,19 +105,19 @@ function plainJsonText(value) {
 }
 
 /**
- * True when `value` holds only what JSON.stringify writes exactly: well-formed strings,
- * finite numbers, booleans, null, arrays and plain objects with well-formed string
- * keys, nested at most MAX_DEPTH deep (which also ends a cycle). It checks without
+ * True when `value` holds only what JSON.stringify writes as the same value: strings,
+ * finite numbers, booleans, null, arrays and plain objects with string keys, nested at
+ * most MAX_DEPTH deep (which also ends a cycle). Strings and keys are not checked for
+ * lone surrogates here: plainJsonText finds those in the text. It checks without
  * building a path or any text: for {a, b} in the guest's interpreter, writeJson takes
- * ~7 us and this check plus stringify ~3.5 us. The answer only picks the writer;
+ * ~7 us and this check plus stringify ~2 us. The answer only picks the writer;
  * writeJson is the one that explains.
  */
 function plainlyJson(v, depth) {
   switch (typeof v) {
-    case 'string':
-      return isWellFormed(v);
     case 'number':
       return v - v === 0; // false for NaN and the infinities, without a call
+    case 'string':
     case 'boolean':
       return true;
     case 'object':
@@ -118,13 +127,13 @@ function plainlyJson(v, depth) {
   }
   if (v === null) return true;
   if (depth >= MAX_DEPTH) return false;
-  // Both loops pass numbers, booleans and null inline and call themselves for the rest:
-  // a call per value is ~0.2 us in this interpreter, as much as the test itself.
+  // Both loops pass strings, numbers, booleans and null inline and call themselves for
+  // the rest: a call per value is ~0.2 us in this interpreter, as much as the test itself.
   if (isArray(v)) {
     for (let i = 0; i < v.length; i++) {
       const item = v[i];
-      if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'boolean' || item === null
-        || plainlyJson(item, depth + 1))) return false;
+      if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'string' || typeof item === 'boolean'
+        || item === null || plainlyJson(item, depth + 1))) return false;
     }
     return true;
   }
@@ -132,11 +141,9 @@ function plainlyJson(v, depth) {
   if ((proto !== objectProto && proto !== null) || getOwnPropertySymbols(v).length !== 0) return false;
   const keys = objectKeys(v);
   for (let i = 0; i < keys.length; i++) {
-    const key = keys[i];
-    if (!isWellFormed(key)) return false;
-    const item = v[key];
-    if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'boolean' || item === null
-      || plainlyJson(item, depth + 1))) return false;
+    const item = v[keys[i]];
+    if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'string' || typeof item === 'boolean'
+      || item === null || plainlyJson(item, depth + 1))) return false;
   }
   return true;
 }

@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, toJson, writeJson, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -98,6 +98,8 @@ test('strict JSON: the fast path writes what writeJson writes, and refuses nothi
     'é"\\\n\u0000\u2028 日本 🎉', { a: 1, b: [2, { c: null }] }, Object.create(null),
     { __proto__: null, 'a b': 1, '': 2, '🎉': [] }, [[[]]], { x: [1, , 2].slice(0, 1) }, // eslint-disable-line no-sparse-arrays
     deep, { a: 1 }, // with a symbol key that is not enumerable (below): writeJson writes it
+    // text with a `\u` escape, which sends a value to writeJson to look for lone surrogates
+    { k: '\\u0041' }, ['\u0001'], { '\u001f': 'x' }, { a: ['\ud83c\udf89 pair', '\\\ud83d\ude00'] },
   ];
   Object.defineProperty(plain.at(-1), Symbol('not enumerable'), { value: 1, enumerable: false });
   plain.forEach((value, i) => {
@@ -110,6 +112,7 @@ test('strict JSON: the fast path writes what writeJson writes, and refuses nothi
     NaN, Infinity, -Infinity, undefined, 1n, Symbol('s'), () => 1, new Date(0), new Set(), new Map(),
     new String('s'), new Number(1), Object(true), [1, , 2], [undefined], { a: undefined }, // eslint-disable-line no-sparse-arrays
     { a: { b: [NaN] } }, { '\ud800': 1 }, ['a\udc00'], { [Symbol('k')]: 1 }, new (class A {})(),
+    { a: { b: ['x', 'y\ud800z'] } }, { a: [{ '\udfff': 1 }] }, '\udbff', { a: '\\\ud800' },
     Object.create({ inherited: 1 }), [deep], cyclic, new Uint8Array(2), /re/, new Error('e'),
     { toJSON: () => 1 },
     // scalars the check passes inline, in an array and in an object
@@ -120,6 +123,15 @@ test('strict JSON: the fast path writes what writeJson writes, and refuses nothi
     assert.ok(problem, `refused[${i}]`);
     assert.deepEqual(toJson(value), { problem }, `refused[${i}]`);
   });
+});
+
+test('strict JSON: plain data takes the fast path, unless its text has a \\u escape', () => {
+  for (const value of ['s', ['a', 'b'], { a: 'x', b: ['y', { c: 'z' }] }, { 'é 日本 🎉': '🎉' }, { a: 1, b: true, c: null }]) {
+    assert.equal(plainJsonText(value), JSON.stringify(value));
+  }
+  for (const value of [{ a: '\u0001' }, ['\\u'], { '\ud800': 1 }, [1, NaN], new Date(0)]) {
+    assert.equal(plainJsonText(value), undefined);
+  }
 });
 
 test('strict JSON: a toJSON on the prototypes is not called', () => {
