@@ -263,3 +263,21 @@ async fn conformance_python() {
 async fn conformance_js() {
     run_suite("js", crate::support::javascript(), crate::support::javascript_fuel).await;
 }
+
+/// The snapshot holds one random state: every run must start from fresh randomness.
+#[tokio::test]
+async fn runs_do_not_share_random_state() {
+    let python =
+        "import os, random, uuid\n[random.getrandbits(64), random.random(), str(uuid.uuid4()), os.urandom(8).hex()]";
+    let js = "return [Math.random(), crypto.randomUUID(), crypto.getRandomValues(new Uint32Array(2)).join()]";
+    for (runtime, code) in [(crate::support::python(), python), (crate::support::javascript(), js)] {
+        let sandbox = wasmbox::Sandbox::new(runtime, wasmbox::Tools::new());
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..3 {
+            let outcome = sandbox.run(code).await;
+            for part in crate::support::value(&outcome).as_array().expect("a list") {
+                assert!(seen.insert(part.to_string()), "{part} came back in two runs of {code:?}");
+            }
+        }
+    }
+}
