@@ -22,107 +22,127 @@
 //   (each built an object even with logging off) and no intermediate {tag, val}
 //   objects for a successful call.
 // Together ~8.7 -> ~5.3 us a call (the host's part included), measured in the guest.
+//
+// Everything the call uses is a local of one closure, the bindings' own names included.
+// The bindings are a script, not a module: a name at its top level is a property of
+// the realm's global lexical environment (or of the global object, for a function), and
+// the interpreter finds it by a lookup in those objects' property maps at every use
+// (~50-100 ns each, ~20 per call); a closure's variable is a slot at a fixed place.
 
-// call-error cases in WIT order: the discriminant the host writes indexes this
-const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
+const import_wasmbox_sandbox_tools_0_1_0$call = (() => {
+  const memory = $memory;
+  const realloc = $realloc;
+  const dealloc = $dealloc;
+  const rawCall = $import_wasmbox_sandbox_tools_0_1_0$call;
+  const encoder = TEXT_ENCODER_UTF8;
+  const decoder = TEXT_DECODER_UTF8;
+  const CallError = ComponentError;
+  const Bytes = Uint8Array;
+  const Words = Uint32Array;
 
-// Arguments whose UTF-8 may exceed this many bytes get an exact allocation of their own,
-// freed after the call, so one huge call does not leave the run a block three times its
-// size (encodeInto needs room for the worst case, 3 bytes per UTF-16 unit).
-const MAX_SCRATCH_BYTES = 64 * 1024;
-const MIN_SCRATCH_BYTES = 256;
+  // call-error cases in WIT order: the discriminant the host writes indexes this
+  const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
 
-// Growing the memory replaces `$memory.buffer` (the old one keeps the old length), so
-// every view is made again when the buffer differs from the one they were made on.
-let memoryBuffer = null;
-let memory8 = null;
-let memory32 = null;
-// The arguments' block: allocated on the first call, reused, grown when too small.
-let scratch = 0;
-let scratchSize = 0;
-let scratchBytes = null;
-// Each tool name's UTF-8 in the memory, [ptr, len], written once: a run calls few tools,
-// many times, and the call ceiling bounds how many names it can try.
-const namesInMemory = new Map();
+  // Arguments whose UTF-8 may exceed this many bytes get an exact allocation of their own,
+  // freed after the call, so one huge call does not leave the run a block three times its
+  // size (encodeInto needs room for the worst case, 3 bytes per UTF-16 unit).
+  const MAX_SCRATCH_BYTES = 64 * 1024;
+  const MIN_SCRATCH_BYTES = 256;
 
-function viewMemory() {
-  memoryBuffer = $memory.buffer;
-  memory8 = new Uint8Array(memoryBuffer);
-  memory32 = new Uint32Array(memoryBuffer, 0, memoryBuffer.byteLength >>> 2);
-  scratchBytes = scratchSize === 0 ? null : new Uint8Array(memoryBuffer, scratch, scratchSize);
-}
+  // Growing the memory replaces `memory.buffer` (the old one keeps the old length), so
+  // every view is made again when the buffer differs from the one they were made on.
+  let memoryBuffer = null;
+  let memory8 = null;
+  let memory32 = null;
+  // The arguments' block: allocated on the first call, reused, grown when too small.
+  let scratch = 0;
+  let scratchSize = 0;
+  let scratchBytes = null;
+  // Each tool name's UTF-8 in the memory, [ptr, len], written once: a run calls few tools,
+  // many times, and the call ceiling bounds how many names it can try.
+  const namesInMemory = new Map();
 
-function growScratch(bytes) {
-  if (scratchSize !== 0) $dealloc(scratch, scratchSize, 1);
-  scratchSize = 0;
-  const size = bytes < MIN_SCRATCH_BYTES ? MIN_SCRATCH_BYTES : bytes;
-  scratch = $realloc(0, 0, 1, size);
-  scratchSize = size;
-  viewMemory();
-}
-
-/** Copies `bytes` to a new allocation of exactly their size; returns its pointer. */
-function lowerBytes(bytes) {
-  if (bytes.length === 0) return 1; // any aligned pointer when there is nothing to read
-  const ptr = $realloc(0, 0, 1, bytes.length);
-  if ($memory.buffer !== memoryBuffer) viewMemory();
-  memory8.set(bytes, ptr);
-  return ptr;
-}
-
-function nameInMemory(name) {
-  const bytes = TEXT_ENCODER_UTF8.encode(name); // lone surrogates become U+FFFD
-  const lowered = [lowerBytes(bytes), bytes.length];
-  namesInMemory.set(name, lowered);
-  return lowered;
-}
-
-function expectString(s) {
-  if (typeof s !== 'string') {
-    throw new TypeError('expected a string, received [' + typeof s + ']');
+  function viewMemory() {
+    memoryBuffer = memory.buffer;
+    memory8 = new Bytes(memoryBuffer);
+    memory32 = new Words(memoryBuffer, 0, memoryBuffer.byteLength >>> 2);
+    scratchBytes = scratchSize === 0 ? null : new Bytes(memoryBuffer, scratch, scratchSize);
   }
-}
 
-function import_wasmbox_sandbox_tools_0_1_0$call(name, argsJson) {
-  if (typeof name !== 'string' || typeof argsJson !== 'string') {
-    expectString(name); // throws, naming the first non-string as the generated code does
-    expectString(argsJson);
+  function growScratch(bytes) {
+    if (scratchSize !== 0) dealloc(scratch, scratchSize, 1);
+    scratchSize = 0;
+    const size = bytes < MIN_SCRATCH_BYTES ? MIN_SCRATCH_BYTES : bytes;
+    scratch = realloc(0, 0, 1, size);
+    scratchSize = size;
+    viewMemory();
   }
-  const lowered = namesInMemory.get(name) ?? nameInMemory(name);
-  let argsPtr;
-  let argsLen;
-  let owned = 0; // the size of the arguments' own allocation, to free after the call
-  const mostBytes = argsJson.length * 3;
-  if (mostBytes <= MAX_SCRATCH_BYTES) {
-    if (mostBytes > scratchSize || scratchSize === 0) growScratch(mostBytes);
-    else if ($memory.buffer !== memoryBuffer) viewMemory();
-    // Lone surrogates become U+FFFD, as in the generated code.
-    argsLen = TEXT_ENCODER_UTF8.encodeInto(argsJson, scratchBytes).written;
-    argsPtr = scratch;
-  } else {
-    const bytes = TEXT_ENCODER_UTF8.encode(argsJson);
-    argsPtr = lowerBytes(bytes);
-    argsLen = bytes.length;
-    owned = argsLen;
+
+  /** Copies `bytes` to a new allocation of exactly their size; returns its pointer. */
+  function lowerBytes(bytes) {
+    if (bytes.length === 0) return 1; // any aligned pointer when there is nothing to read
+    const ptr = realloc(0, 0, 1, bytes.length);
+    if (memory.buffer !== memoryBuffer) viewMemory();
+    memory8.set(bytes, ptr);
+    return ptr;
   }
-  const ret = $import_wasmbox_sandbox_tools_0_1_0$call(lowered[0], lowered[1], argsPtr, argsLen);
-  // The embedding's `$dealloc` also drops the pointer from its end-of-run list, so this
-  // is not freed twice.
-  if (owned !== 0) $dealloc(argsPtr, owned, 1);
-  // The host allocated the result's text in the guest, which may have grown the memory.
-  if ($memory.buffer !== memoryBuffer) viewMemory();
-  // result<string, call-error> at `ret`, 4-aligned (the canonical ABI's return area for
-  // this type): a u8 discriminant, then the ok string (ptr, len) at +4, or the
-  // call-error's u8 case at +4 and its string at +8.
-  if ((ret & 3) !== 0) throw new Error(`the tools.call return area at ${ret} is not 4-aligned`);
-  const failed = memory8[ret] !== 0;
-  const at = (failed ? ret + 8 : ret + 4) >>> 2;
-  const ptr = memory32[at];
-  const len = memory32[at + 1];
-  const text = TEXT_DECODER_UTF8.decode(new Uint8Array(memoryBuffer, ptr, len));
-  if (len !== 0) $dealloc(ptr, len, 1);
-  const tag = failed ? memory8[ret + 4] : 0;
-  $dealloc(ret);
-  if (failed) throw new ComponentError({ tag: CALL_ERROR_TAGS[tag], val: text });
-  return text;
-}
+
+  function nameInMemory(name) {
+    const bytes = encoder.encode(name); // lone surrogates become U+FFFD
+    const lowered = [lowerBytes(bytes), bytes.length];
+    namesInMemory.set(name, lowered);
+    return lowered;
+  }
+
+  function expectString(s) {
+    if (typeof s !== 'string') {
+      throw new TypeError('expected a string, received [' + typeof s + ']');
+    }
+  }
+
+  function import_wasmbox_sandbox_tools_0_1_0$call(name, argsJson) {
+    if (typeof name !== 'string' || typeof argsJson !== 'string') {
+      expectString(name); // throws, naming the first non-string as the generated code does
+      expectString(argsJson);
+    }
+    const lowered = namesInMemory.get(name) ?? nameInMemory(name);
+    let argsPtr;
+    let argsLen;
+    let owned = 0; // the size of the arguments' own allocation, to free after the call
+    const mostBytes = argsJson.length * 3;
+    if (mostBytes <= MAX_SCRATCH_BYTES) {
+      if (mostBytes > scratchSize || scratchSize === 0) growScratch(mostBytes);
+      else if (memory.buffer !== memoryBuffer) viewMemory();
+      // Lone surrogates become U+FFFD, as in the generated code.
+      argsLen = encoder.encodeInto(argsJson, scratchBytes).written;
+      argsPtr = scratch;
+    } else {
+      const bytes = encoder.encode(argsJson);
+      argsPtr = lowerBytes(bytes);
+      argsLen = bytes.length;
+      owned = argsLen;
+    }
+    const ret = rawCall(lowered[0], lowered[1], argsPtr, argsLen);
+    // The embedding's `$dealloc` also drops the pointer from its end-of-run list, so this
+    // is not freed twice.
+    if (owned !== 0) dealloc(argsPtr, owned, 1);
+    // The host allocated the result's text in the guest, which may have grown the memory.
+    if (memory.buffer !== memoryBuffer) viewMemory();
+    // result<string, call-error> at `ret`, 4-aligned (the canonical ABI's return area for
+    // this type): a u8 discriminant, then the ok string (ptr, len) at +4, or the
+    // call-error's u8 case at +4 and its string at +8.
+    if ((ret & 3) !== 0) throw new Error(`the tools.call return area at ${ret} is not 4-aligned`);
+    const failed = memory8[ret] !== 0;
+    const at = (failed ? ret + 8 : ret + 4) >>> 2;
+    const ptr = memory32[at];
+    const len = memory32[at + 1];
+    const text = decoder.decode(new Bytes(memoryBuffer, ptr, len));
+    if (len !== 0) dealloc(ptr, len, 1);
+    const tag = failed ? memory8[ret + 4] : 0;
+    dealloc(ret);
+    if (failed) throw new CallError({ tag: CALL_ERROR_TAGS[tag], val: text });
+    return text;
+  }
+
+  return import_wasmbox_sandbox_tools_0_1_0$call;
+})();
