@@ -17,6 +17,8 @@ const { stringify, parse } = JSON;
 const { keys: objectKeys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor } = Object;
 const { isArray } = Array;
 const promiseThen = Promise.prototype.then;
+const promiseResolve = Promise.resolve.bind(Promise);
+const promiseReject = Promise.reject.bind(Promise);
 const propertyIsEnumerable = Function.prototype.call.bind(Object.prototype.propertyIsEnumerable);
 
 // ------------------------------------------------------------------ strict JSON
@@ -317,37 +319,37 @@ const NOT_TOOLS = new Set(['then', 'toJSON']);
 const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(objectProto));
 
 function makeTools(host) {
-  function callTool(name, argsJson) {
-    let result;
-    try {
-      result = host.call(name, argsJson);
-    } catch (e) {
-      // The bindings throw an Err as a ComponentError whose `payload` is the
-      // call-error variant, {tag: 'denied', val: message}.
-      const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
-      if (payload && typeof payload.tag === 'string') {
-        throw new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name);
-      }
-      throw e;
-    }
-    try {
-      return parse(result);
-    } catch (e) { // the host promises JSON; say so if it ever breaks that
-      throw new ToolFailed(`the host returned invalid JSON: ${e.message}`, name);
-    }
-  }
-
   const cache = new Map();
   function tool(name) {
     let fn = cache.get(name);
     if (!fn) {
       // An async function in all but name: the host import is synchronous, so the call
-      // happens now (in program order) and the promise is already settled.
+      // happens now (in program order) and the promise is already settled. One function
+      // does the whole call: in this interpreter every call and return costs (~0.2 us,
+      // and each return walks the frame's scopes), and the promise functions are bound
+      // once, so code that replaces `Promise` cannot change what a tool returns.
       fn = { [name](...args) {
+        let argsJson;
         try {
-          return Promise.resolve(callTool(name, toolArgs(name, args)));
+          argsJson = toolArgs(name, args);
         } catch (e) {
-          return Promise.reject(e);
+          return promiseReject(e);
+        }
+        let result;
+        try {
+          result = host.call(name, argsJson);
+        } catch (e) {
+          // The bindings throw an Err as a ComponentError whose `payload` is the
+          // call-error variant, {tag: 'denied', val: message}.
+          const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
+          return promiseReject(payload && typeof payload.tag === 'string'
+            ? new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name)
+            : e);
+        }
+        try {
+          return promiseResolve(parse(result));
+        } catch (e) { // the host promises JSON; say so if it ever breaks that
+          return promiseReject(new ToolFailed(`the host returned invalid JSON: ${e.message}`, name));
         }
       } }[name];
       cache.set(name, fn);
