@@ -14,7 +14,9 @@
 // Bound once, so that code which patches JSON, Object or Promise cannot break how the
 // run's value is encoded or driven (as the Python guest binds json.dumps once).
 const { stringify, parse } = JSON;
-const { keys: objectKeys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor } = Object;
+const {
+  keys: objectKeys, getPrototypeOf, getOwnPropertySymbols, getOwnPropertyDescriptor, defineProperty,
+} = Object;
 const { isArray } = Array;
 const promiseThen = Promise.prototype.then;
 const promiseResolve = Promise.resolve.bind(Promise);
@@ -290,24 +292,21 @@ const CALL_ERRORS = {
   timeout: ToolTimeout,
 };
 
-/** Checks and encodes the arguments of `tools.<name>(...)` before the host sees them. */
-export function toolArgs(name, args) {
-  // The usual call, one plain object of plain JSON, straight to its text: plainlyJson
-  // checks the prototype too. Anything else is checked below, and named if refused.
-  const value = args[0];
-  if (args.length === 1 && typeof value === 'object' && value !== null && !isArray(value)) {
-    const text = plainJsonText(value);
-    if (text !== undefined) return text;
+/**
+ * The JSON text of the arguments of `tools.<name>(value, extra)`, or a TypeError saying
+ * what is wrong with them. The tool function sends the usual call, one plain object of
+ * plain JSON, to plainJsonText itself and comes here for everything else.
+ */
+export function toolArgs(name, value, extra) {
+  if (extra !== undefined) {
+    throw new TypeError(`tools.${name}() takes one plain object of arguments, got more than one (${
+      typeName(value)}, ${typeName(extra)}, ...)`);
   }
-  if (args.length === 0 || (args.length === 1 && value === undefined)) return '{}';
-  if (args.length > 1 || !isPlainObject(value)) {
-    const n = args.length;
-    throw new TypeError(`tools.${name}() takes one plain object of arguments, got ${n} argument${
-      n === 1 ? '' : 's'} (${args.map(typeName).join(', ')})`);
+  if (value === undefined) return '{}';
+  if (!isPlainObject(value)) {
+    throw new TypeError(`tools.${name}() takes one plain object of arguments, got ${typeName(value)}`);
   }
-  // A plain object here is one plainJsonText just refused: writeJson says why, without
-  // toJson checking it a second time.
-  const { text, problem } = writeJson(value);
+  const { text, problem } = toJson(value);
   if (problem) throw new TypeError(`tools.${name}() arguments are not JSON: ${problem}`);
   return text;
 }
@@ -318,66 +317,95 @@ export function toolArgs(name, args) {
 const NOT_TOOLS = new Set(['then', 'toJSON']);
 const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(objectProto));
 
-function makeTools(host) {
-  const cache = new Map();
-  function tool(name) {
-    let fn = cache.get(name);
-    if (!fn) {
-      // An async function in all but name: the host import is synchronous, so the call
-      // happens now (in program order) and the promise is already settled. One function
-      // does the whole call: in this interpreter every call and return costs (~0.2 us,
-      // and each return walks the frame's scopes), and the promise functions are bound
-      // once, so code that replaces `Promise` cannot change what a tool returns.
-      fn = { [name](...args) {
-        let argsJson;
-        try {
-          argsJson = toolArgs(name, args);
-        } catch (e) {
-          return promiseReject(e);
-        }
-        let result;
-        try {
-          result = host.call(name, argsJson);
-        } catch (e) {
-          // The bindings throw an Err as a ComponentError whose `payload` is the
-          // call-error variant, {tag: 'denied', val: message}.
-          const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
-          return promiseReject(payload && typeof payload.tag === 'string'
-            ? new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name)
-            : e);
-        }
-        try {
-          return promiseResolve(parse(result));
-        } catch (e) { // the host promises JSON; say so if it ever breaks that
-          return promiseReject(new ToolFailed(`the host returned invalid JSON: ${e.message}`, name));
-        }
-      } }[name];
-      cache.set(name, fn);
+/**
+ * The function behind `tools.<name>`: an async function in all but name. The host import
+ * is synchronous, so the call happens now (in program order) and the promise is already
+ * settled.
+ *
+ * Shaped by what costs in this interpreter (no JIT; docs/performance.md), where a call
+ * and its return are ~0.2 us each, every return walks the frame's scopes, and a tool
+ * call is ~10 us in all:
+ * - one function makes the whole call, and the usual arguments go straight to
+ *   plainJsonText, without the frame of toolArgs (~2% of a call);
+ * - two parameters, not `...args`: a rest array is an allocation per call (~1%). The
+ *   cost: a second argument that is `undefined` goes unnoticed, as it would by a
+ *   function with one parameter;
+ * - the promise functions are bound once, so code that replaces `Promise` cannot change
+ *   what a tool returns.
+ */
+function toolFunction(host, name) {
+  return { [name](value, extra) {
+    let argsJson;
+    if (extra === undefined && typeof value === 'object' && value !== null && !isArray(value)) {
+      argsJson = plainJsonText(value);
     }
-    return fn;
-  }
+    if (argsJson === undefined) {
+      try {
+        argsJson = toolArgs(name, value, extra);
+      } catch (e) {
+        return promiseReject(e);
+      }
+    }
+    let result;
+    try {
+      result = host.call(name, argsJson);
+    } catch (e) {
+      // The bindings throw an Err as a ComponentError whose `payload` is the
+      // call-error variant, {tag: 'denied', val: message}.
+      const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
+      return promiseReject(payload && typeof payload.tag === 'string'
+        ? new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name)
+        : e);
+    }
+    try {
+      return promiseResolve(parse(result));
+    } catch (e) { // the host promises JSON; say so if it ever breaks that
+      return promiseReject(new ToolFailed(`the host returned invalid JSON: ${e.message}`, name));
+    }
+  } }[name];
+}
+
+/**
+ * The `tools` object: any public name is a tool; the host decides which exist (and
+ * denies the rest). Read-only: nothing can be set, defined or deleted on it.
+ *
+ * Two layers, so that reading a tool already made runs no JavaScript. `tools` is a Proxy
+ * with no `get` trap, so a read goes straight to its target, where each tool's function
+ * is an own property once made. A name the target does not have reaches the target's
+ * prototype, a second Proxy whose `get` trap makes the tool and puts it on the target.
+ * A `get` trap on `tools` itself (one JS call per `tools.x`) was ~5% of a call.
+ */
+function makeTools(host) {
   const isToolName = (name) => typeof name === 'string' && !name.startsWith('_')
     && !NOT_TOOLS.has(name) && !OBJECT_METHODS.has(name);
-
-  // Any public name is a tool; the host decides which exist (and denies the rest).
-  return new Proxy(Object.create(null), {
+  const made = Object.create(new Proxy(Object.create(null), {
     get(_, name) {
-      // the cache holds tool names only: a hit needs no isToolName (per call, in the
-      // interpreter, that was ~1 us)
-      const known = cache.get(name);
-      if (known !== undefined) return known;
-      if (isToolName(name)) return tool(name);
+      if (isToolName(name)) {
+        const fn = toolFunction(host, name);
+        // configurable, as `tools`'s getOwnPropertyDescriptor trap reports every tool
+        defineProperty(made, name, { value: fn, writable: false, enumerable: true, configurable: true });
+        return fn;
+      }
       return typeof name === 'string' && OBJECT_METHODS.has(name) ? objectProto[name] : undefined;
     },
+  }));
+  const descriptor = (name) => {
+    const own = getOwnPropertyDescriptor(made, name);
+    return own !== undefined || !isToolName(name)
+      ? own
+      : { value: made[name], writable: false, enumerable: true, configurable: true };
+  };
+  return new Proxy(made, {
     has: (_, name) => isToolName(name),
     ownKeys: () => listTools(host).map((t) => t.name).filter(isToolName),
-    getOwnPropertyDescriptor: (_, name) => (isToolName(name)
-      ? { value: tool(name), writable: false, enumerable: true, configurable: true }
-      : undefined),
+    getOwnPropertyDescriptor: (_, name) => descriptor(name),
+    // the prototype Proxy is how tools are made, not something to hand out
+    getPrototypeOf: () => null,
     set: () => false,
     defineProperty: () => false,
     deleteProperty: () => false,
     setPrototypeOf: () => false,
+    preventExtensions: () => false,
   });
 }
 

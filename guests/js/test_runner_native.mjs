@@ -155,13 +155,13 @@ test('strict JSON: a getter that throws on either read is reported with its path
 });
 
 test('tool arguments: one plain object, checked before the host sees it', () => {
-  assert.equal(toolArgs('t', []), '{}');
-  assert.equal(toolArgs('t', [{ a: [1] }]), '{"a":[1]}');
-  assert.throws(() => toolArgs('t', [{ a: [0, NaN] }]),
+  assert.equal(toolArgs('t', undefined), '{}');
+  assert.equal(toolArgs('t', { a: [1] }), '{"a":[1]}');
+  assert.throws(() => toolArgs('t', { a: [0, NaN] }),
     { name: 'TypeError', message: 'tools.t() arguments are not JSON: $.a[1] is NaN' });
-  assert.throws(() => toolArgs('t', [1, 'x']),
-    { name: 'TypeError', message: 'tools.t() takes one plain object of arguments, got 2 arguments (number, string)' });
-  assert.throws(() => toolArgs('t', [[1]]), { message: /got 1 argument \(Array\)/ });
+  assert.throws(() => toolArgs('t', 1, 'x'),
+    { name: 'TypeError', message: 'tools.t() takes one plain object of arguments, got more than one (number, string, ...)' });
+  assert.throws(() => toolArgs('t', [1]), { message: 'tools.t() takes one plain object of arguments, got Array' });
 });
 
 test('dynamic import() is replaced, strings, comments, regexes and methods are not', () => {
@@ -218,6 +218,32 @@ test('tools: await, Promise.all, ToolError family, listTools', async () => {
   assert.deepEqual([failed.kind, failed.message], ['ToolFailed', 'tool fail: boom']);
   assert.deepEqual(await run('return [typeof tools._x, typeof tools.then, Object.keys(tools), listTools()[1].args_schema]', 'null'),
     ok('["undefined","undefined",["add","echo"],"not json"]'));
+});
+
+test('tools: a read-only object whose every public name is a tool', async () => {
+  const value = (code) => run(code, 'null').then((r) => (r.tag === 'ok' ? JSON.parse(r.val) : r));
+  // Before and after a tool is made, the object answers the same.
+  assert.deepEqual(await value(`const before = [Object.keys(tools), 'add' in tools, 'nope' in tools, '_x' in tools,
+    Object.getOwnPropertyDescriptor(tools, 'add').enumerable];
+    const same = tools.add === tools.add && tools.add.name === 'add';
+    return [...before, same, Object.keys(tools), Object.getOwnPropertyNames(tools),
+      Object.getOwnPropertyDescriptor(tools, 'add').writable, Object.getOwnPropertyDescriptor(tools, 'toString') === undefined,
+      Object.getPrototypeOf(tools), String(tools), tools.hasOwnProperty('add'), typeof tools.then, typeof tools.toJSON]`),
+  [['add', 'echo'], true, true, false, true, true, ['add', 'echo'], ['add', 'echo'], false, true, null,
+    '[object Object]', true, 'undefined', 'undefined']);
+  // Nothing can be changed on it, made or not, and it cannot be frozen into refusing new tools.
+  assert.deepEqual(await value(`'use strict'; const refused = [];
+    for (const f of [() => { tools.add = 1 }, () => { tools.fresh = 1 }, () => { delete tools.add },
+      () => Object.defineProperty(tools, 'x', { value: 1 }), () => Object.setPrototypeOf(tools, {}),
+      () => Object.preventExtensions(tools), () => Object.freeze(tools)]) {
+      try { f(); refused.push(false) } catch (e) { refused.push(e instanceof TypeError) }
+    }
+    return [refused, await tools.add({a: 1, b: 2}), await tools.echo({later: true})]`),
+  [[true, true, true, true, true, true, true], 3, { later: true }]);
+  // A second argument is refused, unless it is undefined (as by any one-parameter function).
+  assert.deepEqual(await value(`const r = []; try { await tools.add({a: 1}, {b: 2}) } catch (e) { r.push(e.message) }
+    r.push(await tools.add({a: 1, b: 2}, undefined)); return r`),
+  ['tools.add() takes one plain object of arguments, got more than one (Object, Object, ...)', 3]);
 });
 
 test('errors: syntax, thrown values, dynamic import', async () => {

@@ -61,6 +61,10 @@ const import_wasmbox_sandbox_tools_0_1_0$call = (() => {
   // Each tool name's UTF-8 in the memory, [ptr, len], written once: a run calls few tools,
   // many times, and the call ceiling bounds how many names it can try.
   const namesInMemory = new Map();
+  // The last name called, as most runs call one tool many times: a comparison instead of
+  // the map's native call.
+  let lastName = null;
+  let lastLowered = null;
 
   function viewMemory() {
     memoryBuffer = memory.buffer;
@@ -105,7 +109,12 @@ const import_wasmbox_sandbox_tools_0_1_0$call = (() => {
       expectString(name); // throws, naming the first non-string as the generated code does
       expectString(argsJson);
     }
-    const lowered = namesInMemory.get(name) ?? nameInMemory(name);
+    let lowered = lastLowered;
+    if (name !== lastName) {
+      lowered = namesInMemory.get(name) ?? nameInMemory(name);
+      lastName = name;
+      lastLowered = lowered;
+    }
     let argsPtr;
     let argsLen;
     let owned = 0; // the size of the arguments' own allocation, to free after the call
