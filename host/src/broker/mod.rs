@@ -168,9 +168,11 @@ pub(crate) struct ToolSummary {
 /// Per-run broker state: scope, limits, spent budgets, the trail, the first breach.
 pub struct BrokerCtx {
     tools: Arc<Tools>,
-    scope: Scope,
+    // Behind `Arc`s because every call's `CallContext` holds them too: a clone of a
+    // scope of names is a set of strings, per call.
+    scope: Arc<Scope>,
     limits: Limits,
-    run: RunIdentity,
+    run: Arc<RunIdentity>,
     tree: Arc<RunTree>,
     observers: Observers,
     calls_made: u32,
@@ -203,9 +205,9 @@ impl BrokerCtx {
     ) -> Self {
         BrokerCtx {
             tools,
-            scope,
+            scope: Arc::new(scope),
             limits,
-            run,
+            run: Arc::new(run),
             tree,
             observers,
             calls_made: 0,
@@ -268,8 +270,13 @@ impl BrokerCtx {
         };
         let label = if self.tools.get(name).is_some() { name } else { UNKNOWN_TOOL_LABEL };
         self.observers.metrics.tool_call_finished(label, status);
-        self.observers.sink.record(&AuditEvent::ToolCallFinished(record.clone()));
-        self.trail.push(record);
+        // The record goes into the event and comes back out for the trail: no clone of
+        // it (and of its payloads, when they are recorded) per call.
+        let event = AuditEvent::ToolCallFinished(record);
+        self.observers.sink.record(&event);
+        if let AuditEvent::ToolCallFinished(record) = event {
+            self.trail.push(record);
+        }
         result
     }
 
@@ -332,7 +339,7 @@ impl BrokerCtx {
         self.calls_made += 1;
 
         let ctx =
-            CallContext { run: self.run.clone(), call_id, scope: self.scope.clone(), tree: Arc::clone(&self.tree) };
+            CallContext { run: Arc::clone(&self.run), call_id, scope: Arc::clone(&self.scope), tree: Arc::clone(&self.tree) };
         let timeout = tool.timeout().unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
         let value = self.invoke(&tool, args, ctx, timeout).await?;
         let value = match tool.projection() {

@@ -35,9 +35,10 @@ type Handler = dyn Fn(Value, CallContext) -> BoxFuture<'static, Result<Value, To
 /// then bounded by this run's.
 #[derive(Clone, Debug)]
 pub struct CallContext {
-    pub(crate) run: RunIdentity,
+    // Shared with the run's broker: a context is made for every call.
+    pub(crate) run: Arc<RunIdentity>,
     pub(crate) call_id: u32,
-    pub(crate) scope: Scope,
+    pub(crate) scope: Arc<Scope>,
     pub(crate) tree: Arc<RunTree>,
 }
 
