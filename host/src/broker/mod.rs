@@ -338,8 +338,12 @@ impl BrokerCtx {
         }
         self.calls_made += 1;
 
-        let ctx =
-            CallContext { run: Arc::clone(&self.run), call_id, scope: Arc::clone(&self.scope), tree: Arc::clone(&self.tree) };
+        let ctx = CallContext {
+            run: Arc::clone(&self.run),
+            call_id,
+            scope: Arc::clone(&self.scope),
+            tree: Arc::clone(&self.tree),
+        };
         let timeout = tool.timeout().unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
         let value = self.invoke(&tool, args, ctx, timeout).await?;
         let value = match tool.projection() {
