@@ -306,7 +306,9 @@ export function toolArgs(name, value, extra) {
   if (!isPlainObject(value)) {
     throw new TypeError(`tools.${name}() takes one plain object of arguments, got ${typeName(value)}`);
   }
-  const { text, problem } = toJson(value);
+  // writeJson, not toJson: the tool function has already tried plainJsonText on a plain
+  // object, so toJson would check it a second time.
+  const { text, problem } = writeJson(value);
   if (problem) throw new TypeError(`tools.${name}() arguments are not JSON: ${problem}`);
   return text;
 }
