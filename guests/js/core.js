@@ -391,16 +391,13 @@ function makeTools(host) {
       return typeof name === 'string' && OBJECT_METHODS.has(name) ? objectProto[name] : undefined;
     },
   }));
-  const descriptor = (name) => {
-    const own = getOwnPropertyDescriptor(made, name);
-    return own !== undefined || !isToolName(name)
-      ? own
-      : { value: made[name], writable: false, enumerable: true, configurable: true };
-  };
   return new Proxy(made, {
     has: (_, name) => isToolName(name),
     ownKeys: () => listTools(host).map((t) => t.name).filter(isToolName),
-    getOwnPropertyDescriptor: (_, name) => descriptor(name),
+    // `made[name]` makes the tool if it is not yet: the same descriptor either way.
+    getOwnPropertyDescriptor: (_, name) => (isToolName(name)
+      ? { value: made[name], writable: false, enumerable: true, configurable: true }
+      : undefined),
     // the prototype Proxy is how tools are made, not something to hand out
     getPrototypeOf: () => null,
     set: () => false,
