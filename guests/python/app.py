@@ -91,6 +91,22 @@ SUPPORT_MISSING = tuple(name for name in _SUPPORT if not _importable(name))
 STDLIB = tuple(name for name in _CURATED if _importable(name))
 STDLIB_MISSING = tuple(name for name in _CURATED if name not in STDLIB)
 
+# In wasm32 a C `long` is 32 bits, so the builtin sum() leaves its C fast path once a
+# total of ints passes 2**31 - 1 and makes a new int object per term from there on;
+# native 64-bit builds stay on it to 2**63 - 1. guests/python/native/_wide_sum.c is that
+# sum() with a 64-bit total, built by `cargo xtask guests` and linked in by
+# componentize-py. A 64-bit host's sum() needs no such help (test_app_native.py).
+if sys.platform == "wasi":
+    import _wide_sum
+
+    _builtin_sum = _wide_sum.builtin_sum
+    if (_wide_sum.sum.__doc__, _wide_sum.sum.__text_signature__) != (
+        _builtin_sum.__doc__,
+        _builtin_sum.__text_signature__,
+    ):
+        raise ImportError("_wide_sum.sum's doc string is not this CPython's sum(): update native/_wide_sum.c")
+    builtins.sum = _wide_sum.sum
+
 # Bound once so that guest code monkeypatching `json` cannot break result encoding.
 _dumps = json.dumps
 _loads = json.loads

@@ -210,3 +210,74 @@ msg = email.message_from_string("Subject: hi\nFrom: a@b.c\n\nbody\n", policy=ema
         json!([["/a", "/b"], ["1", "2"], "v", 5432, "squeezed", "zipped", ["hi", "body"]])
     );
 }
+
+/// The guest's `sum()` is guests/python/native/_wide_sum.c (a 64-bit total in wasm32,
+/// where a C `long` is 32 bits): every call answers as the builtin it replaces does —
+/// the same value and type, the same exception and message, the same `__radd__` calls —
+/// including the totals past 2**31 and 2**63 where the two take different paths.
+#[tokio::test]
+async fn sum_keeps_a_64_bit_total_and_answers_exactly_as_the_builtin() {
+    let code = r#"
+import _wide_sum, builtins, inspect
+from decimal import Decimal
+from fractions import Fraction
+
+calls = []
+
+class Loud(int):
+    def __radd__(self, other):
+        calls.append(("radd", int(self)))
+        return int.__radd__(self, other)
+
+class Text:
+    def __radd__(self, other):
+        return "t" + str(other)
+
+def failing():
+    yield 1
+    yield 2**40
+    raise ValueError("stop here")
+
+B = 2**31
+cases = [
+    ([], {}), ([[]], {}), ([[1, 2, 3]], {}), ([range(100_000)], {}), ([range(-100_000, 3)], {}),
+    ([[B - 1, 1]], {}), ([[B, B, -B]], {}), ([[2**62, 2**62]], {}), ([[2**63 - 1, 1, -1]], {}),
+    ([[-2**63, -1, 1]], {}), ([[2**70, 1, -2**70]], {}), ([[1, 2**70, 3]], {}), ([[True, True, 3]], {}),
+    ([[1, 2.5, B * B]], {}), ([[B * 4, 0.5]], {}), ([[1.5, 2, 0.1, 0.2]], {}), ([[1, 1j, 2]], {}),
+    ([[1, Fraction(1, 3), 2]], {}), ([[Decimal("0.1"), 1]], {}), ([[Loud(5), 2, Loud(2**40), B]], {}),
+    ([[1, Text(), "u", "v"]], {}), ([[1, "a"]], {}), ([[1, None]], {}), ([[B, 2], 5], {}),
+    ([[1, 2]], {"start": 10}), ([[1]], {"start": 2**64}), ([[1]], {"start": -2**63}), ([[]], {"start": True}),
+    ([[1]], {"start": 1.5}), ([["a"]], {"start": ""}), ([[b"a"]], {"start": b""}),
+    ([[]], {"start": bytearray()}), ([[[1], [2]]], {"start": []}), ([[1]], {"start": Loud(3)}),
+    ([failing()], {}), ([5], {}), ([[1], 2, 3], {}), ([[1]], {"begin": 2}), ([], {"iterable": [1]}),
+    ([[1], 2], {"start": 3}),
+]
+mismatches = []
+for args, kwargs in cases:
+    answers = []
+    for f in (_wide_sum.builtin_sum, sum):
+        calls.clear()
+        given = [failing() if a.__class__.__name__ == "generator" else a for a in args]
+        try:
+            r = f(*given, **kwargs)
+            answers.append(("value", type(r).__name__, repr(r), list(calls)))
+        except Exception as e:
+            answers.append(("raised", type(e).__name__, str(e), list(calls)))
+    if answers[0] != answers[1]:
+        mismatches.append([repr(args)[:80], repr(kwargs), answers])
+
+b = _wide_sum.builtin_sum
+same_face = [
+    sum is builtins.sum, sum is not b, repr(sum) == repr(b), sum.__module__ == b.__module__,
+    sum.__self__ is b.__self__, sum.__qualname__ == b.__qualname__, sum.__doc__ == b.__doc__,
+    inspect.signature(sum) == inspect.signature(b), sum.__reduce__() == b.__reduce__(),
+]
+{"cases": len(cases), "mismatches": mismatches, "same_face": same_face,
+ "w4": sum(i * i for i in range(1_000_000))}
+"#;
+    let value = value(&run(code).await);
+    assert_eq!(value["mismatches"], json!([]), "{value:#}");
+    assert_eq!(value["cases"], json!(40));
+    assert_eq!(value["same_face"], json!(vec![true; 9]));
+    assert_eq!(value["w4"], json!(333_332_833_333_500_000_u64));
+}

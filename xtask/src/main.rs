@@ -99,7 +99,8 @@ fn setup(root: &Path) -> Result<()> {
         if !["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].iter().any(|p| Path::new(p).is_file()) {
             missing.push("bubblewrap");
         }
-        // See `cross_check_c_env`.
+        // clang: the cross-check (see `cross_check_c_env`) and the Python guest's native
+        // modules (see `build_python_native_modules`).
         for (program, package) in [("clang", "clang"), ("llvm-lib", "llvm"), ("llvm-ar", "llvm")] {
             if Command::new(program).arg("--version").output().is_err() && !missing.contains(&package) {
                 missing.push(package);
@@ -206,8 +207,11 @@ fn build_guests(root: &Path) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
     build_guest(root, "python", COMPONENTIZE_PY, || {
+        let native = build_python_native_modules(root)?;
         run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
-            .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-o"])
+            .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-p"])
+            .arg(native)
+            .arg("-o")
             .arg(out_dir.join("python.wasm")))
     })?;
     let lock = std::fs::read_to_string(root.join("guests/js/package-lock.json"))?;
@@ -224,6 +228,67 @@ fn build_guests(root: &Path) -> Result<()> {
     })?;
     build_examples(root, &out_dir, &lock, install_componentize_js)?;
     build_rust_guests(root, &out_dir)
+}
+
+/// Compiles each C file of guests/python/native into a CPython extension module for the
+/// Python guest (`<name>.abi3.so`: they use only the stable ABI) in a folder of its own,
+/// which componentize-py links into the component beside its libpython. Answers that
+/// folder.
+///
+/// componentize-py links extensions as wasm shared libraries (position-independent code
+/// with a `dylink.0` section). Debian 12's clang 14 emits position-independent wasm only
+/// for Emscripten triples (LLVM 15 opened it to WASI), so the files are compiled for
+/// `wasm32-unknown-emscripten`: the same wasm32 C ABI, and they are freestanding, so no
+/// Emscripten or WASI library is involved. The linker is the Rust toolchain's own
+/// `rust-lld`, which every rustup toolchain has; symbols the module takes from
+/// libpython stay imports for componentize-py to resolve.
+fn build_python_native_modules(root: &Path) -> Result<PathBuf> {
+    let sources = root.join("guests/python/native");
+    let out = root.join("target/guests/python-native");
+    if out.exists() {
+        std::fs::remove_dir_all(&out)?;
+    }
+    std::fs::create_dir_all(&out)?;
+    let lld = rust_lld()?;
+    for entry in std::fs::read_dir(&sources)? {
+        let source = entry?.path();
+        if source.extension().is_none_or(|ext| ext != "c") {
+            continue;
+        }
+        let name = source.file_stem().unwrap_or_default().to_string_lossy();
+        let object = out.join(format!("{name}.o"));
+        run(Command::new("clang")
+            .args(["--target=wasm32-unknown-emscripten", "-O2", "-fPIC", "-ffreestanding", "-fvisibility=hidden"])
+            .args(["-Wall", "-Wextra", "-Werror", "-c", "-o"])
+            .arg(&object)
+            .arg(&source))?;
+        run(Command::new(&lld)
+            .args(["-flavor", "wasm", "--experimental-pic", "-shared", "--unresolved-symbols=import-dynamic", "-O2"])
+            .arg("-o")
+            .arg(out.join(format!("{name}.abi3.so")))
+            .arg(&object))?;
+        std::fs::remove_file(&object)?;
+    }
+    Ok(out)
+}
+
+/// The `rust-lld` of the toolchain running this build.
+fn rust_lld() -> Result<PathBuf> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(&rustc).arg("-vV").output().context("running rustc -vV")?;
+    let info = String::from_utf8_lossy(&output.stdout);
+    let host = info.lines().find_map(|line| line.strip_prefix("host: ")).context("rustc -vV names no host")?;
+    let sysroot =
+        Command::new(&rustc).args(["--print", "sysroot"]).output().context("running rustc --print sysroot")?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    let lld = sysroot.join(format!("lib/rustlib/{host}/bin/rust-lld"));
+    if !lld.is_file() {
+        bail!(
+            "{} is missing: the Python guest's native modules are linked with the Rust toolchain's rust-lld",
+            lld.display()
+        );
+    }
+    Ok(lld)
 }
 
 /// componentize-js's command line, installed by `npm ci` in guests/js.
