@@ -41,6 +41,28 @@ from wit_world.exports.runner import (
 )
 from wit_world.imports import tools as _host
 
+# ------------------------------------------------------------------- native module
+# guests/python/native, built by `cargo xtask guests` and linked in by componentize-py:
+# C code that gives this wasm32 CPython build what a native one has. A native
+# interpreter needs none of it (test_app_native.py runs this file on one).
+if sys.platform == "wasi":
+    import _wasmbox_native
+
+    # componentize-py's CPython has no pymalloc: every object went to the libc's
+    # general-purpose malloc. From here on, small blocks come from pools.
+    _wasmbox_native.install_small_alloc()
+
+    # A C `long` is 32 bits in wasm32, so the builtin sum() leaves its C fast path once a
+    # total of ints passes 2**31 - 1 and makes a new int object per term from there on;
+    # native 64-bit builds stay on it to 2**63 - 1. This sum() has a 64-bit total.
+    _builtin_sum = _wasmbox_native.builtin_sum
+    if (_wasmbox_native.sum.__doc__, _wasmbox_native.sum.__text_signature__) != (
+        _builtin_sum.__doc__,
+        _builtin_sum.__text_signature__,
+    ):
+        raise ImportError("native/wide_sum.c's sum() doc string is not this CPython's: update it")
+    builtins.sum = _wasmbox_native.sum
+
 # --------------------------------------------------------------------------- stdlib
 # componentize-py bundles only the modules imported while the component is built
 # (there is no filesystem at run time), so the modules promised to guest code are
@@ -90,22 +112,6 @@ _SUPPORT = (
 SUPPORT_MISSING = tuple(name for name in _SUPPORT if not _importable(name))
 STDLIB = tuple(name for name in _CURATED if _importable(name))
 STDLIB_MISSING = tuple(name for name in _CURATED if name not in STDLIB)
-
-# In wasm32 a C `long` is 32 bits, so the builtin sum() leaves its C fast path once a
-# total of ints passes 2**31 - 1 and makes a new int object per term from there on;
-# native 64-bit builds stay on it to 2**63 - 1. guests/python/native/_wide_sum.c is that
-# sum() with a 64-bit total, built by `cargo xtask guests` and linked in by
-# componentize-py. A 64-bit host's sum() needs no such help (test_app_native.py).
-if sys.platform == "wasi":
-    import _wide_sum
-
-    _builtin_sum = _wide_sum.builtin_sum
-    if (_wide_sum.sum.__doc__, _wide_sum.sum.__text_signature__) != (
-        _builtin_sum.__doc__,
-        _builtin_sum.__text_signature__,
-    ):
-        raise ImportError("_wide_sum.sum's doc string is not this CPython's sum(): update native/_wide_sum.c")
-    builtins.sum = _wide_sum.sum
 
 # Bound once so that guest code monkeypatching `json` cannot break result encoding.
 _dumps = json.dumps

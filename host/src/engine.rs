@@ -262,8 +262,9 @@ impl Engine {
 
 /// What one guest instance may take from the pool. Measured with wasmtime's
 /// `pooling_allocator_metrics` on a live instance: the componentize-py CPython guest
-/// is 14 core instances, 1 memory and 2 tables; the JS guest 4, 1 and 2; the Rust
-/// guests of guests/rust 3, 1 and 2. Core instances are only counted (their metadata
+/// is 15 core instances (14 of componentize-py's, one for guests/python/native), 1
+/// memory and 2 tables; the JS guest 4, 1 and 2; the Rust guests of guests/rust 3, 1
+/// and 2. Core instances are only counted (their metadata
 /// is allocated per instance), so that budget is generous; each memory slot reserves
 /// ~4 GiB of address space, so custom guests get room for one more memory, not more.
 const CORE_INSTANCES_PER_INSTANCE: u32 = 32;

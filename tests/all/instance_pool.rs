@@ -67,7 +67,7 @@ fn small_engine() -> Engine {
 }
 
 /// 16 live Python instances fit (the top-level run and 15 nested ones, which also
-/// shows that CPython's 14 core instances, memories and tables fit the per-instance
+/// shows that CPython's 15 core instances, memories and tables fit the per-instance
 /// budget); the 17th instance is refused with a typed outcome, the others finish.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_pool_rejects_the_run_as_instance_pool() {

@@ -211,14 +211,14 @@ msg = email.message_from_string("Subject: hi\nFrom: a@b.c\n\nbody\n", policy=ema
     );
 }
 
-/// The guest's `sum()` is guests/python/native/_wide_sum.c (a 64-bit total in wasm32,
+/// The guest's `sum()` is guests/python/native/wide_sum.c (a 64-bit total in wasm32,
 /// where a C `long` is 32 bits): every call answers as the builtin it replaces does —
 /// the same value and type, the same exception and message, the same `__radd__` calls —
 /// including the totals past 2**31 and 2**63 where the two take different paths.
 #[tokio::test]
 async fn sum_keeps_a_64_bit_total_and_answers_exactly_as_the_builtin() {
     let code = r#"
-import _wide_sum, builtins, inspect
+import _wasmbox_native, builtins, inspect
 from decimal import Decimal
 from fractions import Fraction
 
@@ -255,7 +255,7 @@ cases = [
 mismatches = []
 for args, kwargs in cases:
     answers = []
-    for f in (_wide_sum.builtin_sum, sum):
+    for f in (_wasmbox_native.builtin_sum, sum):
         calls.clear()
         given = [failing() if a.__class__.__name__ == "generator" else a for a in args]
         try:
@@ -266,7 +266,7 @@ for args, kwargs in cases:
     if answers[0] != answers[1]:
         mismatches.append([repr(args)[:80], repr(kwargs), answers])
 
-b = _wide_sum.builtin_sum
+b = _wasmbox_native.builtin_sum
 same_face = [
     sum is builtins.sum, sum is not b, repr(sum) == repr(b), sum.__module__ == b.__module__,
     sum.__self__ is b.__self__, sum.__qualname__ == b.__qualname__, sum.__doc__ == b.__doc__,
@@ -280,4 +280,46 @@ same_face = [
     assert_eq!(value["cases"], json!(40));
     assert_eq!(value["same_face"], json!(vec![true; 9]));
     assert_eq!(value["w4"], json!(333_332_833_333_500_000_u64));
+}
+
+/// Small blocks come from the pools of guests/python/native/small_alloc.c, which wrap
+/// CPython's allocator: objects of every size class, made, grown, shrunk and freed in a
+/// shuffled order, keep their contents, alongside objects from before the pools (the
+/// snapshot's) and blocks too large for them.
+#[tokio::test]
+async fn objects_of_every_size_keep_their_contents_through_the_pools() {
+    let code = r#"
+import _wasmbox_native, random, zlib
+rng = random.Random(6)
+live = {}
+def make(n):
+    kind = n % 4
+    if kind == 0:
+        return bytes(rng.getrandbits(8) for _ in range(n))
+    if kind == 1:
+        return "".join(chr(97 + rng.randrange(26)) for _ in range(n))
+    if kind == 2:
+        return list(range(n))
+    return {i: str(i) for i in range(n // 8)}
+def check(v):
+    return zlib.crc32(repr(v).encode())
+for step in range(20_000):
+    key = rng.randrange(2_000)
+    if key in live and rng.random() < 0.5:
+        del live[key]
+    else:
+        v = make(rng.randrange(0, 700))
+        live[key] = (v, check(v))
+    if step % 97 == 0:
+        grown = bytearray()
+        for i in range(rng.randrange(1, 900)):
+            grown.append(i & 255)
+        del grown[len(grown) // 8:]
+        assert bytes(grown) == bytes(i & 255 for i in range(len(grown)))
+bad = [k for k, (v, c) in live.items() if check(v) != c]
+old = [m.__name__ for m in (zlib, random)]
+{"bad": bad, "live": len(live) > 500, "old": old, "arenas": _wasmbox_native.small_alloc_arenas() > 0}
+"#;
+    let value = value(&run(code).await);
+    assert_eq!(value, json!({"bad": [], "live": true, "old": ["zlib", "random"], "arenas": true}), "{value:#}");
 }

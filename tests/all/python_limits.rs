@@ -71,6 +71,31 @@ async fn a_growing_list_is_memory_exhausted() {
     assert_eq!(outcome.status, Status::MemoryExhausted, "{:?}", outcome.error);
 }
 
+/// Small objects come from the guest's pools (guests/python/native/small_alloc.c) until
+/// the pools can take no more arenas: the limit holds for them too.
+#[tokio::test]
+async fn small_objects_to_the_limit_are_memory_exhausted() {
+    let limits = Limits { max_memory_bytes: 64 << 20, ..Limits::default() };
+    let outcome = run_limited("x = []\nwhile True:\n    x.append((len(x), 0.5, 'ab' * (len(x) % 40)))", limits).await;
+    assert_eq!(outcome.status, Status::MemoryExhausted, "{:?}", outcome.error);
+    assert_eq!(
+        value(&run("[tuple(range(5)) for _ in range(3)]").await),
+        json!([[0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]])
+    );
+}
+
+/// Memory a run frees in small blocks serves other sizes: the pools give an arena whose
+/// pools are all empty back to the libc. Measured peaks of this run: 38 MiB (as with
+/// the libc's allocator alone), 52.5 MiB if arenas were kept, so 46 MiB tells them apart.
+#[tokio::test]
+async fn memory_freed_in_small_blocks_serves_larger_ones() {
+    let limits = Limits { max_memory_bytes: 46 << 20, ..Limits::default() };
+    let code =
+        "x = [(i, str(i)) for i in range(200_000)]\ndel x\ny = ['%d' % i + 'y' * 1000 for i in range(20_000)]\nlen(y)";
+    let outcome = run_limited(code, limits).await;
+    assert_eq!(value(&outcome), json!(20_000));
+}
+
 #[tokio::test]
 async fn a_caught_memory_error_is_still_memory_exhausted() {
     let limits = Limits { max_memory_bytes: 64 << 20, ..Limits::default() };

@@ -100,7 +100,7 @@ fn setup(root: &Path) -> Result<()> {
             missing.push("bubblewrap");
         }
         // clang: the cross-check (see `cross_check_c_env`) and the Python guest's native
-        // modules (see `build_python_native_modules`).
+        // module (see `build_python_native_module`).
         for (program, package) in [("clang", "clang"), ("llvm-lib", "llvm"), ("llvm-ar", "llvm")] {
             if Command::new(program).arg("--version").output().is_err() && !missing.contains(&package) {
                 missing.push(package);
@@ -207,7 +207,7 @@ fn build_guests(root: &Path) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
     build_guest(root, "python", COMPONENTIZE_PY, || {
-        let native = build_python_native_modules(root)?;
+        let native = build_python_native_module(root)?;
         run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
             .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-p"])
             .arg(native)
@@ -230,44 +230,51 @@ fn build_guests(root: &Path) -> Result<()> {
     build_rust_guests(root, &out_dir)
 }
 
-/// Compiles each C file of guests/python/native into a CPython extension module for the
-/// Python guest (`<name>.abi3.so`: they use only the stable ABI) in a folder of its own,
-/// which componentize-py links into the component beside its libpython. Answers that
-/// folder.
+/// The Python guest's C extension module, all of guests/python/native in one shared
+/// library: componentize-py makes every shared library a core module of its own, and
+/// each costs every run its instantiation.
+const PYTHON_NATIVE_MODULE: &str = "_wasmbox_native";
+
+/// Compiles the C files of guests/python/native into the CPython extension module
+/// [`PYTHON_NATIVE_MODULE`] for the Python guest (`.abi3.so`: it uses only the stable
+/// ABI and PEP 445's allocator interface) in a folder of its own, which componentize-py
+/// links into the component beside its libpython. Answers that folder.
 ///
 /// componentize-py links extensions as wasm shared libraries (position-independent code
 /// with a `dylink.0` section). Debian 12's clang 14 emits position-independent wasm only
-/// for Emscripten triples (LLVM 15 opened it to WASI), so the files are compiled for
+/// for Emscripten triples (newer clangs for WASI too), so the files are compiled for
 /// `wasm32-unknown-emscripten`: the same wasm32 C ABI, and they are freestanding, so no
 /// Emscripten or WASI library is involved. The linker is the Rust toolchain's own
-/// `rust-lld`, which every rustup toolchain has; symbols the module takes from
-/// libpython stay imports for componentize-py to resolve.
-fn build_python_native_modules(root: &Path) -> Result<PathBuf> {
-    let sources = root.join("guests/python/native");
+/// `rust-lld`, which every rustup toolchain has; what the module takes from libpython
+/// and the libc stays an import for componentize-py to resolve.
+fn build_python_native_module(root: &Path) -> Result<PathBuf> {
     let out = root.join("target/guests/python-native");
     if out.exists() {
         std::fs::remove_dir_all(&out)?;
     }
     std::fs::create_dir_all(&out)?;
-    let lld = rust_lld()?;
-    for entry in std::fs::read_dir(&sources)? {
+    let mut objects = Vec::new();
+    for entry in std::fs::read_dir(root.join("guests/python/native"))? {
         let source = entry?.path();
         if source.extension().is_none_or(|ext| ext != "c") {
             continue;
         }
-        let name = source.file_stem().unwrap_or_default().to_string_lossy();
-        let object = out.join(format!("{name}.o"));
+        let object = out.join(source.with_extension("o").file_name().unwrap_or_default());
         run(Command::new("clang")
             .args(["--target=wasm32-unknown-emscripten", "-O2", "-fPIC", "-ffreestanding", "-fvisibility=hidden"])
             .args(["-Wall", "-Wextra", "-Werror", "-c", "-o"])
             .arg(&object)
             .arg(&source))?;
-        run(Command::new(&lld)
-            .args(["-flavor", "wasm", "--experimental-pic", "-shared", "--unresolved-symbols=import-dynamic", "-O2"])
-            .arg("-o")
-            .arg(out.join(format!("{name}.abi3.so")))
-            .arg(&object))?;
-        std::fs::remove_file(&object)?;
+        objects.push(object);
+    }
+    objects.sort();
+    run(Command::new(rust_lld()?)
+        .args(["-flavor", "wasm", "--experimental-pic", "-shared", "--unresolved-symbols=import-dynamic", "-O2"])
+        .arg("-o")
+        .arg(out.join(format!("{PYTHON_NATIVE_MODULE}.abi3.so")))
+        .args(&objects))?;
+    for object in objects {
+        std::fs::remove_file(object)?;
     }
     Ok(out)
 }

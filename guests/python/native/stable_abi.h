@@ -32,6 +32,7 @@ typedef struct PyMethodDef {
 
 #define METH_FASTCALL 0x0080
 #define METH_KEYWORDS 0x0002
+#define METH_NOARGS 0x0004
 
 typedef struct PyModuleDef_Base {
     PyObject ob_base;
@@ -63,6 +64,7 @@ extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type;
 
 PyObject *PyModule_Create2(PyModuleDef *def, int api_version);
 int PyModule_AddObjectRef(PyObject *module, const char *name, PyObject *value);
+int PyModule_AddFunctions(PyObject *module, PyMethodDef *functions);
 PyObject *PyImport_ImportModule(const char *name);
 PyObject *PyObject_GetAttrString(PyObject *o, const char *name);
 PyObject *PyCFunction_NewEx(PyMethodDef *def, PyObject *self, PyObject *module);

@@ -1,4 +1,4 @@
-/* _wide_sum: sum() with the 64-bit integer fast path that native CPython has.
+/* sum() with the 64-bit integer fast path that native CPython has.
  *
  * CPython's sum() adds exact ints in a C `long` while the total fits, and falls back to
  * adding int objects (a new one per term, through the allocator) once it does not. A
@@ -12,7 +12,7 @@
  * the builtin, and when an item is not an int, or the total would leave 64 bits, it adds
  * that item to the total by the number protocol and hands the rest of the iterator to
  * the builtin, as CPython's own fast path does. The guest installs it as builtins.sum
- * (guests/python/app.py), where the tests compare it with the builtin it replaces.
+ * (guests/python/app.py); the tests compare it with the builtin it replaces.
  */
 #include "stable_abi.h"
 
@@ -154,39 +154,24 @@ static PyMethodDef wide_sum_def = {
     wide_sum_doc,
 };
 
-static PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT,
-    "_wide_sum",
-    "sum() with a 64-bit integer total; see guests/python/native/_wide_sum.c.",
-    -1,
-    0,
-    0,
-    0,
-    0,
-    0,
-};
-
-/* The module holds `sum` (made as a function of the builtins module, so that its repr,
- * __module__, __self__ and pickling are the builtin's) and `builtin_sum`, the original. */
-__attribute__((visibility("default"))) PyObject *PyInit__wide_sum(void) {
-    PyObject *module = 0, *builtins = 0, *builtins_name = 0, *function = 0;
-    builtins = PyImport_ImportModule("builtins");
-    if (builtins == 0 || (builtin_sum = PyObject_GetAttrString(builtins, "sum")) == 0) {
+/* Adds `sum` (made as a function of the builtins module, so that its repr, __module__,
+ * __self__ and __reduce__ are the builtin's) and `builtin_sum`, the original. */
+int wide_sum_add_to(PyObject *module) {
+    int status = -1;
+    PyObject *builtins = 0, *builtins_name = 0, *function = 0;
+    if ((builtins = PyImport_ImportModule("builtins")) == 0 ||
+        (builtin_sum = PyObject_GetAttrString(builtins, "sum")) == 0 ||
+        (builtins_name = PyUnicode_FromString("builtins")) == 0 ||
+        (function = PyCFunction_NewEx(&wide_sum_def, builtins, builtins_name)) == 0) {
         goto done;
     }
-    if ((builtins_name = PyUnicode_FromString("builtins")) == 0 ||
-        (function = PyCFunction_NewEx(&wide_sum_def, builtins, builtins_name)) == 0 ||
-        (module = PyModule_Create2(&module_def, PYTHON_ABI_VERSION)) == 0) {
-        goto done;
-    }
-    if (PyModule_AddObjectRef(module, "sum", function) < 0 ||
-        PyModule_AddObjectRef(module, "builtin_sum", builtin_sum) < 0) {
-        Py_DecRef(module);
-        module = 0;
+    if (PyModule_AddObjectRef(module, "sum", function) == 0 &&
+        PyModule_AddObjectRef(module, "builtin_sum", builtin_sum) == 0) {
+        status = 0;
     }
 done:
     Py_DecRef(function);
     Py_DecRef(builtins_name);
     Py_DecRef(builtins);
-    return module;
+    return status;
 }
