@@ -236,9 +236,10 @@ fn build_guests(root: &Path) -> Result<()> {
 const PYTHON_NATIVE_MODULE: &str = "_wasmbox_native";
 
 /// Compiles the C files of guests/python/native into the CPython extension module
-/// [`PYTHON_NATIVE_MODULE`] for the Python guest (`.abi3.so`: it uses only the stable
-/// ABI and PEP 445's allocator interface) in a folder of its own, which componentize-py
-/// links into the component beside its libpython. Answers that folder.
+/// [`PYTHON_NATIVE_MODULE`] for the Python guest in a folder of its own, which
+/// componentize-py links into the component beside its libpython. Answers that folder.
+/// (`.abi3.so`: it calls only the stable ABI and PEP 445's allocator interface; it also
+/// reads one-digit ints in place, checked against CPython when the module loads.)
 ///
 /// componentize-py links extensions as wasm shared libraries (position-independent code
 /// with a `dylink.0` section). Debian 12's clang 14 emits position-independent wasm only

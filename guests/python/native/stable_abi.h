@@ -61,6 +61,7 @@ typedef struct PyModuleDef {
 #define Py_TPFLAGS_UNICODE_SUBCLASS (1UL << 28)
 
 extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type;
+extern PyObject *PyExc_ImportError;
 
 PyObject *PyModule_Create2(PyModuleDef *def, int api_version);
 int PyModule_AddObjectRef(PyObject *module, const char *name, PyObject *value);
@@ -79,6 +80,7 @@ int PyType_IsSubtype(PyTypeObject *a, PyTypeObject *b);
 PyObject *PyObject_GetIter(PyObject *o);
 PyObject *PyIter_Next(PyObject *iter);
 PyObject *PyErr_Occurred(void);
+void PyErr_SetString(PyObject *type, const char *message);
 PyObject *PyNumber_Add(PyObject *a, PyObject *b);
 PyObject *PyObject_CallFunctionObjArgs(PyObject *callable, ...);
 PyObject *PyObject_Vectorcall(PyObject *callable, PyObject *const *args, unsigned long nargsf, PyObject *kwnames);

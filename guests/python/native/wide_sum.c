@@ -19,6 +19,47 @@
 /* The builtin sum(), called for everything this one does not do itself. */
 static PyObject *builtin_sum;
 
+/* An int of one digit, read in place as CPython's own sum() does: CPython 3.12's
+ * PyUnstable_Long_IsCompact and PyUnstable_Long_CompactValue (cpython/longintrepr.h),
+ * static inline functions there, so written out here for its layout: after the object
+ * header a tag (the sign in its low two bits, the number of 30-bit digits above its
+ * third) and the digits. Calling PyLong_AsLongLongAndOverflow for every term instead
+ * made summing small ints ~10% slower than the builtin. check_compact_layout() holds the
+ * layout to what this CPython does when the module is made, so a CPython that changed it
+ * fails the guest's build instead of summing wrongly. */
+typedef struct {
+    PyObject ob_base;
+    unsigned long lv_tag;
+    unsigned int ob_digit[1];
+} compact_int;
+
+static int is_compact(PyObject *op) {
+    return ((compact_int *)op)->lv_tag < (2u << 3);
+}
+
+static long long compact_value(PyObject *op) {
+    const compact_int *i = (const compact_int *)op;
+    return (1 - (long long)(i->lv_tag & 3)) * (long long)i->ob_digit[0];
+}
+
+static int check_compact_layout(void) {
+    static const long long samples[] = {0, 1, -1, 7, -7, (1 << 30) - 1, -((1 << 30) - 1), 1 << 30, -(1 << 30)};
+    for (unsigned k = 0; k < sizeof samples / sizeof samples[0]; k++) {
+        PyObject *o = PyLong_FromLongLong(samples[k]);
+        if (o == 0) {
+            return -1;
+        }
+        int one_digit = samples[k] > -(1 << 30) && samples[k] < (1 << 30);
+        int right = is_compact(o) == one_digit && (!one_digit || compact_value(o) == samples[k]);
+        Py_DecRef(o);
+        if (!right) {
+            PyErr_SetString(PyExc_ImportError, "this CPython's ints are not laid out as wide_sum.c reads them");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* builtin_sum's doc string, so that help(), inspect.signature() and __text_signature__
  * answer as they did; app.py checks at build time that it is still the builtin's. */
 static const char wide_sum_doc[] =
@@ -115,7 +156,7 @@ static PyObject *wide_sum(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
         if (PyLong_CheckExact(item) || PyBool_Check(item)) {
             /* Cannot fail for an int: a value outside 64 bits only sets `overflow`. */
-            long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+            long long value = is_compact(item) ? compact_value(item) : PyLong_AsLongLongAndOverflow(item, &overflow);
             long long next;
             if (!overflow && !__builtin_add_overflow(total, value, &next)) {
                 total = next;
@@ -159,7 +200,7 @@ static PyMethodDef wide_sum_def = {
 int wide_sum_add_to(PyObject *module) {
     int status = -1;
     PyObject *builtins = 0, *builtins_name = 0, *function = 0;
-    if ((builtins = PyImport_ImportModule("builtins")) == 0 ||
+    if (check_compact_layout() < 0 || (builtins = PyImport_ImportModule("builtins")) == 0 ||
         (builtin_sum = PyObject_GetAttrString(builtins, "sum")) == 0 ||
         (builtins_name = PyUnicode_FromString("builtins")) == 0 ||
         (function = PyCFunction_NewEx(&wide_sum_def, builtins, builtins_name)) == 0) {
