@@ -86,7 +86,12 @@ fn broker_call(c: &mut Criterion) {
         }))
         .expect("valid tool");
     let tools = std::sync::Arc::new(tools);
-    let limits = wasmbox::Limits { max_tool_calls: u32::MAX, ..wasmbox::Limits::default() };
+    // One broker for every iteration, and criterion runs millions: no call or byte budget.
+    let limits = wasmbox::Limits {
+        max_tool_calls: u32::MAX,
+        max_cumulative_result_bytes: u64::MAX,
+        ..wasmbox::Limits::default()
+    };
     let mut broker = wasmbox::BrokerCtx::new(tools, Scope::All, limits);
     c.bench_function("broker/one_call", |b| {
         b.iter(|| rt.block_on(broker.call("add", r#"{"a": 1, "b": 2}"#)).expect("ok"));
