@@ -291,10 +291,7 @@ fn rust_lld() -> Result<PathBuf> {
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
     let lld = sysroot.join(format!("lib/rustlib/{host}/bin/rust-lld"));
     if !lld.is_file() {
-        bail!(
-            "{} is missing: the Python guest's native modules are linked with the Rust toolchain's rust-lld",
-            lld.display()
-        );
+        bail!("{} is missing: the Python guest's C module is linked with the Rust toolchain's rust-lld", lld.display());
     }
     Ok(lld)
 }
