@@ -318,8 +318,13 @@ for step in range(20_000):
         assert bytes(grown) == bytes(i & 255 for i in range(len(grown)))
 bad = [k for k, (v, c) in live.items() if check(v) != c]
 old = [m.__name__ for m in (zlib, random)]
-{"bad": bad, "live": len(live) > 500, "old": old, "arenas": _wasmbox_native.small_alloc_arenas() > 0}
+{"bad": bad, "live": len(live) > 500, "old": old, "arenas": _wasmbox_native.small_alloc_arenas() > 0,
+ "again": _wasmbox_native.install_small_alloc()}
 "#;
     let value = value(&run(code).await);
-    assert_eq!(value, json!({"bad": [], "live": true, "old": ["zlib", "random"], "arenas": true}), "{value:#}");
+    assert_eq!(
+        value,
+        json!({"bad": [], "live": true, "old": ["zlib", "random"], "arenas": true, "again": null}),
+        "{value:#}"
+    );
 }

@@ -319,7 +319,8 @@ static PyObject *install(PyObject *self, PyObject *unused) {
         PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &mem);
         PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &obj);
     }
-    return PyLong_FromLongLong(1);
+    Py_IncRef(Py_None);
+    return Py_None;
 }
 
 /* How many arenas the pools have taken: tests check that the allocator is in use. */

@@ -62,6 +62,8 @@ typedef struct PyModuleDef {
 
 extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type;
 extern PyObject *PyExc_ImportError;
+extern PyObject _Py_NoneStruct; /* what CPython's own Py_None macro names */
+#define Py_None (&_Py_NoneStruct)
 
 PyObject *PyModule_Create2(PyModuleDef *def, int api_version);
 int PyModule_AddObjectRef(PyObject *module, const char *name, PyObject *value);
