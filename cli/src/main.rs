@@ -125,8 +125,8 @@ struct RunArgs {
     /// Memory cap of the guest, in MiB.
     #[arg(long)]
     memory_mb: Option<u64>,
-    /// A deterministic fuel budget (about 2,400 per Python loop iteration). Turns on fuel
-    /// metering, which makes compute ~30-55% slower; the deadline bounds every run anyway.
+    /// A deterministic fuel budget (thousands per Python loop iteration). Turns on fuel
+    /// metering, which makes compute markedly slower; the deadline bounds every run anyway.
     #[arg(long)]
     fuel: Option<u64>,
     /// Ceiling on tool calls.

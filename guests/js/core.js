@@ -113,9 +113,9 @@ export function plainJsonText(value) {
  * finite numbers, booleans, null, arrays and plain objects with string keys, nested at
  * most MAX_DEPTH deep (which also ends a cycle). Strings and keys are not checked for
  * lone surrogates here: plainJsonText finds those in the text. It checks without
- * building a path or any text: for {a, b} in the guest's interpreter, writeJson takes
- * ~7 us and this check plus stringify ~2 us. The answer only picks the writer;
- * writeJson is the one that explains.
+ * building a path or any text, so this check plus the native stringify cost a fraction
+ * of writeJson's interpreted walk. The answer only picks the writer; writeJson is the
+ * one that explains.
  */
 function plainlyJson(v, depth) {
   switch (typeof v) {
@@ -132,7 +132,7 @@ function plainlyJson(v, depth) {
   if (v === null) return true;
   if (depth >= MAX_DEPTH) return false;
   // Both loops pass strings, numbers, booleans and null inline and call themselves for
-  // the rest: a call per value is ~0.2 us in this interpreter, as much as the test itself.
+  // the rest: in this interpreter a call per value costs as much as the test itself.
   if (isArray(v)) {
     for (let i = 0; i < v.length; i++) {
       const item = v[i];
@@ -162,7 +162,7 @@ export function writeJson(value) {
   const out = [];
   // The keys and indices from the root to the value being read. The path text is only
   // built for a problem: building it for every key (a template and a regex test each)
-  // was most of a tool call's cost in the guest (~20 of ~36 us for {a, b}).
+  // was most of a tool call's cost in the guest.
   const trail = [];
 
   function pathOf() {
@@ -214,7 +214,7 @@ export function writeJson(value) {
       out.push(']');
     } else {
       // Indexed loops, not for-of: the array iterator protocol runs as interpreted
-      // self-hosted code here, ~2 us a loop even over an empty array.
+      // self-hosted code here, costly even over an empty array.
       const symbols = getOwnPropertySymbols(v);
       for (let i = 0; i < symbols.length; i++) {
         if (propertyIsEnumerable(v, symbols[i])) {
@@ -324,12 +324,12 @@ const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(objectProto));
  * is synchronous, so the call happens now (in program order) and the promise is already
  * settled.
  *
- * Shaped by what costs in this interpreter (no JIT; docs/performance.md), where a call
- * and its return are ~0.2 us each, every return walks the frame's scopes, and a tool
- * call is ~10 us in all:
+ * Shaped by what costs in this interpreter (no JIT; docs/performance.md has the
+ * figures), where every call and return is a noticeable part of a tool call and every
+ * return walks the frame's scopes:
  * - one function makes the whole call, and the usual arguments go straight to
- *   plainJsonText, without the frame of toolArgs (~2% of a call);
- * - two parameters, not `...args`: a rest array is an allocation per call (~1%). The
+ *   plainJsonText, without the frame of toolArgs: a frame fewer per call;
+ * - two parameters, not `...args`: a rest array is an allocation per call. The
  *   cost: a second argument that is `undefined` goes unnoticed, as it would by a
  *   function with one parameter;
  * - the promise functions are bound once, so code that replaces `Promise` cannot change
@@ -375,7 +375,7 @@ function toolFunction(host, name) {
  * with no `get` trap, so a read goes straight to its target, where each tool's function
  * is an own property once made. A name the target does not have reaches the target's
  * prototype, a second Proxy whose `get` trap makes the tool and puts it on the target.
- * A `get` trap on `tools` itself (one JS call per `tools.x`) was ~5% of a call.
+ * A `get` trap on `tools` itself would be one JS call per `tools.x`, on every tool call.
  */
 function makeTools(host) {
   const isToolName = (name) => typeof name === 'string' && !name.startsWith('_')
@@ -879,8 +879,9 @@ export const NEVER_SETTLES = 'the code awaited something that never settles '
   + '(a promise that nothing resolves: no timer or tool call is pending)';
 // Event-loop turns with the code's promise pending and none of its timers pending before
 // the run is declared stuck. Not 1: native streams (CompressionStream, Blob and Response
-// bodies) advance one chunk per turn, invisibly to JS (1 MiB through gzip took 66 turns).
-// A turn costs ~15 us, so a stuck run is reported after ~15 ms.
+// bodies) advance one chunk per turn, invisibly to JS, so a megabyte through gzip takes
+// dozens of turns. An idle turn is cheap, so even this many report a stuck run long
+// before a deadline would.
 export const MAX_IDLE_TURNS = 1000;
 
 // Prebuilt, so reporting cannot fail even when there is no memory left to build one.
@@ -961,7 +962,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     define('output', output);
     define('INPUT', input);
     define('listTools', () => listTools(host));
-    // Indexed loops: for-of costs ~2 us a loop here (see toJson).
+    // Indexed loops: for-of runs interpreted self-hosted code here (see writeJson).
     for (let i = 0; i < TOOL_ERRORS.length; i++) define(TOOL_ERRORS[i].name, TOOL_ERRORS[i]);
     define(IMPORT_STANDIN, importStandin);
     for (let i = 0; i < TIMER_NAMES.length; i++) define(TIMER_NAMES[i], timers[TIMER_NAMES[i]]);

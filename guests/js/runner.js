@@ -30,8 +30,8 @@ export const runner = {
 
 // Make every standard class of the code's realm now, into the snapshot: SpiderMonkey
 // makes a class on its first use in a realm, and each run starts from the snapshot, so a
-// run otherwise made again each class it touched (~30% of a trivial run with the
-// bindings' realm; bindings/resolve_classes.js does the same there, and says more).
+// run otherwise made again each class it touched, a large part of a trivial run with
+// the bindings' realm (bindings/resolve_classes.js does the same there, and says more).
 for (const name of Object.getOwnPropertyNames(globalThis)) {
   try {
     void globalThis[name];
@@ -45,8 +45,8 @@ void (function captureStack() { return new Error(); })();
 // Run code twice now, against a stand-in host, so that the snapshot holds the compiled
 // code of a run's path. SpiderMonkey compiles a function the first time it is called,
 // and every run starts from the snapshot, so every run compiled again each function it
-// called: core.js's run, tool-call, JSON and error paths. Measured by instruction counts
-// (docs/performance.md, "Session 9"): W1 -7%, W3 -9%. The stand-in's timers run on
+// called: core.js's run, tool-call, JSON and error paths (docs/performance.md, "Session
+// 9", has the instruction counts before and after). The stand-in's timers run on
 // microtasks, which the build drains (the engine refuses timers before a request), and
 // its tool echoes its arguments. The globals these runs define are defined again by every
 // run, before its code.

@@ -243,9 +243,9 @@ def _json_problem(value):
 # The fast path of every tool call and result: a value made only of the exact JSON
 # types is checked by _plainly_json and encoded by one prebuilt encoder. Anything else
 # (a subclass, a non-str key, NaN, a lone surrogate, too deep) takes _json_problem's
-# walk, which names what is wrong and where. Measured in the wasm guest, per call with
-# {"a": 5, "b": 7}: the walk 5.7 us and json.dumps with options 5.2 us, against
-# ~1 us each here.
+# walk, which names what is wrong and where. The walk spells out a path per key, and
+# json.dumps with options builds a new JSONEncoder per call: each cost several times
+# the fast path (docs/performance.md, "Where a tool call goes").
 _SCALARS = frozenset((str, int, bool, float, type(None)))
 
 
@@ -261,8 +261,8 @@ def _plainly_json(v, depth=0):
     if depth >= MAX_DEPTH:
         return False
     # Both loops test each value inline and call themselves only for containers, floats
-    # and non-ASCII text: a call per value cost as much as the rest (measured: one
-    # shared loop over keys, then values, was ~15% slower).
+    # and non-ASCII text: a call per value cost as much as the rest, and one shared loop
+    # over keys, then values, was slower than the two loops.
     if t is dict:
         for key, item in v.items():
             if type(key) is not str or not (key.isascii() or _encodes(key)):
@@ -294,8 +294,8 @@ def _make_encoder():
 
     That odd shape is the C encoder's own: it answers a 1-tuple of the text. Calling it
     directly, where a tool call encodes its arguments, spares a Python frame and a join
-    (~1.6% of a call, counted by callgrind). It skips its cycle check (markers None):
-    _plainly_json's depth bound already refused cycles. Should the C encoder be missing
+    on every call. It skips its cycle check (markers None): _plainly_json's depth bound
+    already refused cycles. Should the C encoder be missing
     or answer otherwise, a prebuilt JSONEncoder takes its place, in the same shape."""
     encoder = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     make = getattr(json.encoder, "c_make_encoder", None)
@@ -422,7 +422,7 @@ def _call_tool(name, args_json):
 def _tool_call(name, /, *args, **kwargs):
     """`tools.<name>(...)`: calls the host synchronously and returns the result."""
     # The usual call, keyword arguments of plain JSON, goes straight to the encoder;
-    # _tool_args handles the rest and names any problem (~0.3 us a call saved).
+    # _tool_args handles the rest and names any problem (a call and its checks fewer).
     if args or not _plainly_json(kwargs):
         return _call_tool(name, _tool_args(name, args, kwargs))
     try:
@@ -437,7 +437,7 @@ class _Tool(functools.partial):
 
     A partial, not a class with `__call__`: CPython calls a partial through its C
     vectorcall, where an instance's Python `__call__` goes through slot_tp_call, which
-    packs the arguments and re-enters the interpreter (~0.4 of ~8 us a call, measured).
+    packs the arguments into a tuple and a dict and re-enters the interpreter.
     """
 
     __slots__ = ()
@@ -460,7 +460,7 @@ class _Tools:
         if name.startswith("_"):
             raise AttributeError("tools has no attribute %r" % name)
         # Kept in the instance's dict, so the next `tools.<name>` is found by the plain
-        # attribute lookup without calling this (~1 of ~14 us per call in the guest).
+        # attribute lookup without a Python call to this and a new _Tool each time.
         # Not on the class: since 3.14 a partial is a method descriptor, and would be
         # bound to `tools`. Public names are never the class's own attributes.
         tool = _Tool(name)
@@ -823,8 +823,8 @@ def _syntax_error(exc, lines):
 # the distinctive asyncio names whatever their receiver, and on the others only through
 # an `import asyncio` / `from asyncio import`. Skipping it skips three walks over the
 # tree in Python (its scan of the imports, its visit, and fix_missing_locations for the
-# nodes it adds): for a 75-line script, ~560 nodes, those took ~3x as long as parsing
-# and compiling it together.
+# nodes it adds): on a realistic script those took longer than parsing and compiling it
+# together (docs/performance.md, "Compiling the run's code").
 _REWRITER_WORDS = re.compile("|".join(["await", "asyncio", *_TAKES_ANY_RECEIVER]))
 
 
@@ -945,7 +945,7 @@ class Runner(exports.Runner):
             try:
                 # No random.seed() here: componentize-py reseeds `random` in every fresh
                 # instance (its PR #42), so the snapshot's random state is not shared by
-                # runs; a second reseed cost 13 us a run. The test
+                # runs; a second reseed would be a cost to every run. The test
                 # runs_do_not_share_random_state holds componentize-py to it.
                 return_value = _execute(code, input_json)
                 failure = None
@@ -966,8 +966,9 @@ class Runner(exports.Runner):
 
 # Last, after every import: move the snapshot's objects out of the cyclic collector's
 # way. They live as long as the instance anyway, but a full collection in a run walked
-# all ~20,800 of them and wrote to each one's header: gc.collect() took 12-24 ms in a
-# run (and left pages dirty for the slot reset to copy back); frozen, 0.04-0.1 ms. The
-# run's own objects are collected as before.
+# all of them (the stdlib's modules, classes and functions) and wrote to each one's
+# header, which took far longer than the run's own objects need and left pages dirty
+# for the slot reset to copy back (docs/performance.md, "The cyclic collector and the
+# snapshot"). The run's own objects are collected as before.
 gc.collect()
 gc.freeze()

@@ -22,9 +22,9 @@ pub const DEFAULT_MAX_CONCURRENT_RUNS: usize = 64;
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 256;
 /// Default time a run may wait for a slot before it is rejected.
 pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
-/// Default [`EngineConfig::keep_resident_bytes`]: 16 MiB. Measured: a trivial run
-/// leaves ~1.4 MiB of CPython's memory dirty (2.8 MiB with a tool call) and ~0.7 MiB of
-/// SpiderMonkey's, so 16 MiB covers runs that build sizeable data too; a run that
+/// Default [`EngineConfig::keep_resident_bytes`]: 16 MiB. A trivial run of either guest
+/// dirties a small part of that (docs/performance.md, "Resetting a slot between runs",
+/// has the sizes), so 16 MiB also covers runs that build sizeable data; a run that
 /// dirties more has the rest discarded and faulted in again by the next run.
 pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
@@ -56,28 +56,30 @@ pub struct EngineConfig {
     pub queue_timeout_ms: u64,
     /// Instantiate guests from a pool allocated once (wasmtime's pooling allocator,
     /// copy-on-write memory images) instead of mapping every run's memories, tables and
-    /// stack afresh. Default `true`: measured faster per run and per host core (see
-    /// docs/performance.md). The pool holds 2 × `max_concurrent_runs`
-    /// instances, at least 16: nested runs share their parent's admission slot but take
-    /// an instance each. A run that finds the pool full ends `rejected` with error kind
-    /// `instance_pool`. The pool *reserves* address space up front, committed only as
-    /// guests touch it: ~8 GiB per instance (two 4 GiB memory slots), so ~1 TiB for
-    /// the default 64 runs and ~16 TiB for 1,000, of the 128 TiB a 64-bit Linux
-    /// process has. Set `false` where virtual address space is limited (`ulimit -v`).
+    /// stack afresh. Default `true`: a run then maps nothing of its own, and a slot can
+    /// be reset in place (`keep_resident_bytes`); docs/performance.md has the figures.
+    /// The pool holds 2 × `max_concurrent_runs` instances, at least 16: nested runs share
+    /// their parent's admission slot but take an instance each. A run that finds the
+    /// pool full ends `rejected` with error kind `instance_pool`. The pool *reserves*
+    /// address space up front, committed only as guests touch it: ~8 GiB per instance
+    /// (two 4 GiB memory slots), so ~1 TiB for the default 64 runs and ~16 TiB for 1,000,
+    /// of the 128 TiB a 64-bit Linux process has. Set `false` where virtual address space
+    /// is limited (`ulimit -v`).
     pub pooling: bool,
     /// Count wasm instructions, so that runs can have a deterministic budget
-    /// ([`Limits::fuel`](crate::Limits::fuel)). Default `false`: metering costs ~30%
-    /// (Python) to ~55% (JS) of a CPU-bound run, and the wall-clock deadline already
-    /// bounds every run. It changes the compiled code, so each setting compiles (and
-    /// caches) a guest once.
+    /// ([`Limits::fuel`](crate::Limits::fuel)). Default `false`: metering updates a
+    /// counter throughout the compiled code and checks it at every loop and call, which
+    /// makes CPU-bound runs markedly slower (docs/performance.md), and the wall-clock
+    /// deadline already bounds every run. It changes the compiled code, so each setting
+    /// compiles (and caches) a guest once.
     pub fuel_metering: bool,
     /// With `pooling`, on Linux 6.7+ (the `PAGEMAP_SCAN` ioctl): how much of the memory a
     /// finished run wrote each pool slot keeps mapped, reset by copying the snapshot back
-    /// over just those pages, so the slot's next run takes no page faults. Measured
-    /// 2.4–8.8× the W1 runs per second on one or two tasks (docs/performance.md). The cost is resident
+    /// over just those pages, so the slot's next run takes no page faults and no TLB
+    /// shootdowns (docs/performance.md has the throughput it gains). The cost is resident
     /// memory kept between runs: up to this much per slot ever used, so after a burst of
-    /// N concurrent runs up to N × this stays resident (~1.5–3 MiB per slot after small
-    /// Python runs). `0` discards everything a run touched instead. Workers
+    /// N concurrent runs up to N × this stays resident (what a small run leaves dirty,
+    /// usually far less). `0` discards everything a run touched instead. Workers
     /// ([`Sandbox::isolation`](crate::Sandbox::isolation)) use the same setting.
     /// Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
     pub keep_resident_bytes: usize,
@@ -260,19 +262,19 @@ impl Engine {
     }
 }
 
-/// What one guest instance may take from the pool. Measured with wasmtime's
-/// `pooling_allocator_metrics` on a live instance: the componentize-py CPython guest
-/// is 15 core instances (14 of componentize-py's, one for guests/python/native), 1
-/// memory and 2 tables; the JS guest 4, 1 and 2; the Rust guests of guests/rust 3, 1
-/// and 2. Core instances are only counted (their metadata
-/// is allocated per instance), so that budget is generous; each memory slot reserves
-/// ~4 GiB of address space, so custom guests get room for one more memory, not more.
+/// What one guest instance may take from the pool: what the guests of this repository
+/// use, with room to spare (docs/performance.md, "The instance pool", lists each
+/// guest's counts, read with wasmtime's `pooling_allocator_metrics`). Core instances
+/// are only counted (their metadata is allocated per instance), so that budget is
+/// generous; each memory slot reserves ~4 GiB of address space, so custom guests get
+/// room for one more memory, not more.
 const CORE_INSTANCES_PER_INSTANCE: u32 = 32;
 const MEMORIES_PER_INSTANCE: u32 = 2;
 const TABLES_PER_INSTANCE: u32 = 4;
 /// Elements of the largest table a guest may define or grow to (8 bytes each,
-/// reserved per table slot). CPython's table starts at 5,672 elements, JS's is fixed
-/// at 7,690; wasmtime's default of 20,000 leaves larger custom guests little room.
+/// reserved per table slot). Both interpreters' tables are a sizeable fraction of
+/// wasmtime's default of 20,000 (docs/performance.md, "The instance pool"), which
+/// would leave larger custom guests little room.
 const TABLE_ELEMENTS: usize = 50_000;
 /// The largest `Limits::max_memory_bytes` (4 GiB, all of a 32-bit memory): the Store's
 /// limiter enforces each run's own, smaller cap.
@@ -299,10 +301,10 @@ fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmti
         .max_component_instance_size(64 << 20);
     // Where the kernel has the PAGEMAP_SCAN ioctl (Linux 6.7+), reset a finished run's
     // memory by copying back only the pages it dirtied, keeping them mapped, instead of
-    // `madvise`-ing all of it away and taking ~500 (Python) or ~220 (JS) page faults
-    // again in the next run, each run shooting down the other core's TLB. Measured: W1
-    // runs/s at 1 / 2 in flight, Python 290 / 240 -> 741 / 1,553, JS 960 / 590 -> 2,300
-    // / 5,202 (docs/performance.md). It needs the scan of vendor/wasmtime (see its
+    // `madvise`-ing all of it away and taking a page fault again in the next run for
+    // every page it touches, each run shooting down the other core's TLB, so that two
+    // runs in flight were slower than one (docs/performance.md, "Throughput", has the
+    // runs/s before and after). It needs the scan of vendor/wasmtime (see its
     // README): 48.0.8's skipped dirty pages that were swapped out (the next run in the
     // slot could read them) and decommitted everything after 32 dirty regions.
     // The cost: up to `keep_resident_bytes` of each slot a run dirtied stays resident

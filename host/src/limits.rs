@@ -55,8 +55,9 @@ const MAX_JSON_DEPTH: u32 = 128;
 pub struct Limits {
     /// Wall-clock deadline of the whole run, including time spent waiting on tools.
     pub timeout_ms: u64,
-    /// A deterministic compute budget in fuel (roughly wasm instructions): CPython in
-    /// wasm spends ~2,400 fuel per iteration of a trivial `for` loop. Needs an engine
+    /// A deterministic compute budget in fuel (roughly wasm instructions): an
+    /// interpreter spends thousands of fuel per iteration of a trivial `for` loop
+    /// (docs/performance.md has a figure for CPython). Needs an engine
     /// built with [`EngineConfig::fuel_metering`](crate::EngineConfig::fuel_metering);
     /// a run asking for fuel on another engine is `invalid_request`. Default `None`: the
     /// deadline alone bounds compute.

@@ -1,6 +1,6 @@
 //! The on-disk cache of precompiled guest components.
 //!
-//! Compiling the CPython component takes ~20 s; loading a precompiled artifact with
+//! Compiling the CPython component takes many seconds; loading a precompiled artifact with
 //! `deserialize_file` (an mmap) takes milliseconds. Artifacts are keyed by the SHA-256
 //! of the component bytes *and* the engine's compatibility hash, because fuel, epoch
 //! and target settings change the generated code.
@@ -109,7 +109,7 @@ impl PrecompileCache {
 
     /// The artifact of `file` if the file is unchanged since [`Self::remember_file`]
     /// (same absolute path, length and modification time): a cached load then needs
-    /// neither to read nor to hash the ~24 MB component.
+    /// neither to read nor to hash the component, tens of megabytes for an interpreter.
     pub(crate) fn lookup_file(&self, engine: &wasmtime::Engine, file: &Path) -> Option<PathBuf> {
         let file = std::path::absolute(file).ok()?;
         let record = std::fs::read_to_string(self.file_record_path(engine, &file)).ok()?;

@@ -5,8 +5,8 @@
 // method) the first time a realm uses it, and every run starts again from the snapshot
 // taken after this script ran. So each class a run touched was made again in every run:
 // the typed arrays the bindings move strings through, and SavedFrame, which the first
-// promise of a run needs for its async stack. That was ~30% of a trivial run
-// (docs/performance.md). Made here, they are in the snapshot.
+// promise of a run needs for its async stack. Those were a large part of a trivial
+// run (docs/performance.md, "Session 7"). Made here, they are in the snapshot.
 for (const name of Object.getOwnPropertyNames(globalThis)) {
   try {
     void globalThis[name];

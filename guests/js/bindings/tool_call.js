@@ -9,11 +9,10 @@
 // call-error variant {tag, val}. What differs is the cost, in an interpreter without a
 // JIT where every native call and every new object counts (docs/performance.md):
 // - the generated code leaves each call's arguments allocated to the end of the run, on
-//   a list that every later `$dealloc` searches linearly, so a call cost ~30 us in a
-//   run's first thousand calls and ~50 us after six thousand. Here the arguments go in
-//   one block that every call of the run reuses (the host copies them during the call
-//   and calls nothing in the guest but its allocator), and each tool name is written to
-//   the memory once per run;
+//   a list that every later `$dealloc` searches linearly, so each call cost more than
+//   the one before it. Here the arguments go in one block that every call of the run
+//   reuses (the host copies them during the call and calls nothing in the guest but its
+//   allocator), and each tool name is written to the memory once per run;
 // - strings are encoded by the native TextEncoder straight into that block, where the
 //   generated code first counts their UTF-8 length in an interpreted loop over every
 //   character, then makes a view of the fresh allocation to encode into;
@@ -21,13 +20,13 @@
 //   memory grows, not through a DataView getter call per field; no debug-log calls
 //   (each built an object even with logging off) and no intermediate {tag, val}
 //   objects for a successful call.
-// Together ~8.7 -> ~5.3 us a call (the host's part included), measured in the guest.
+// docs/performance.md ("Where a tool call goes", "Session 7") has the per-call times.
 //
 // Everything the call uses is a local of one closure, the bindings' own names included.
 // The bindings are a script, not a module: a name at its top level is a property of
 // the realm's global lexical environment (or of the global object, for a function), and
-// the interpreter finds it by a lookup in those objects' property maps at every use
-// (~50-100 ns each, ~20 per call); a closure's variable is a slot at a fixed place.
+// the interpreter finds it by a lookup in those objects' property maps at every use, of
+// some twenty names per call; a closure's variable is a slot at a fixed place.
 
 const import_wasmbox_sandbox_tools_0_1_0$call = (() => {
   const memory = $memory;

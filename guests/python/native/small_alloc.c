@@ -1,12 +1,13 @@
 /* A small-object allocator for the guest's CPython, in the manner of pymalloc.
  *
  * componentize-py's CPython is configured without pymalloc, so every object, frame
- * and buffer went to wasi-libc's general-purpose dlmalloc, 18% of a CPU-bound run's
- * time (docs/performance.md). install_small_alloc() wraps CPython's object and PyMem
- * allocators (PyMem_SetAllocator) with this one: requests of at most SMALL_MAX bytes
- * come from pools of equal blocks; everything else, and every block this allocator did
- * not hand out (all that was allocated before it was installed), goes to the allocator
- * it wraps, as the C API asks of an allocator installed after initialisation.
+ * and buffer went to wasi-libc's general-purpose dlmalloc, a large share of a
+ * CPU-bound run's time (docs/performance.md). install_small_alloc() wraps CPython's
+ * object and PyMem allocators (PyMem_SetAllocator) with this one: requests of at most
+ * SMALL_MAX bytes come from pools of equal blocks; everything else, and every block
+ * this allocator did not hand out (all that was allocated before it was installed), goes
+ * to the allocator it wraps, as the C API asks of an allocator installed after
+ * initialisation.
  *
  * The layout is pymalloc's, smaller: 256 KiB arenas taken from the libc; 16 KiB pools
  * inside them, aligned to their size, each serving one size class (8-byte steps, as

@@ -4,8 +4,8 @@
  * adding int objects (a new one per term, through the allocator) once it does not. A
  * C `long` is 64 bits on every native 64-bit build, but 32 bits in wasm32: in the guest a
  * total past 2**31 - 1 (two billion: a few seconds in milliseconds, a file size, an id)
- * took the slow path for every later term. sum(i * i for i in range(1_000_000)) spends
- * half of its time there (docs/performance.md, "W4").
+ * took the slow path, a new int object, for every later term: a large part of
+ * sum(i * i for i in range(1_000_000)) (docs/performance.md, "W4").
  *
  * This sum() keeps its total in a `long long` instead and is otherwise CPython's: any
  * call it does not take whole (a `start` that is not an int, unusual arguments) goes to
@@ -24,7 +24,7 @@ static PyObject *builtin_sum;
  * static inline functions there, so written out here for its layout: after the object
  * header a tag (the sign in its low two bits, the number of 30-bit digits above its
  * third) and the digits. Calling PyLong_AsLongLongAndOverflow for every term instead
- * made summing small ints ~10% slower than the builtin. check_compact_layout() holds the
+ * made summing small ints slower than with the builtin. check_compact_layout() holds the
  * layout to what this CPython does when the module is made, so a CPython that changed it
  * fails the guest's build instead of summing wrongly. */
 typedef struct {

@@ -399,8 +399,8 @@ impl BrokerCtx {
     /// Runs the handler under its deadline, containing a panic.
     ///
     /// The handler is polled inline, not spawned: a spawned task lands on another
-    /// worker thread, and the two cross-thread wake-ups cost ~100 µs per call, several
-    /// times the rest of the call. A handler that *blocks* its thread (instead of
+    /// worker thread, and the two cross-thread wake-ups would cost many times the rest
+    /// of the call (docs/performance.md). A handler that *blocks* its thread (instead of
     /// awaiting) still holds up its own run; it is the embedder's to make async.
     async fn invoke(
         &mut self,
