@@ -29,10 +29,10 @@ pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
 /// Instance slots in the pool per admitted run. Nested runs (a tool handler starting
-/// a run) share their parent's admission slot but each takes an instance of its own,
-/// so the pool holds twice the admitted runs, and never fewer than
-/// [`MIN_POOL_INSTANCES`].
-const POOL_INSTANCES_PER_RUN: u32 = 2;
+/// a run) share their parent's admission slot but each takes an instance of its own:
+/// room for a chain of nested runs as deep as the default `max_nesting_depth`. Never
+/// fewer than [`MIN_POOL_INSTANCES`].
+const POOL_INSTANCES_PER_RUN: u32 = 1 + crate::limits::DEFAULT_MAX_NESTING_DEPTH;
 /// The smallest pool, so that an engine admitting one or two runs still has room for
 /// their nested runs.
 const MIN_POOL_INSTANCES: u32 = 16;
@@ -58,11 +58,14 @@ pub struct EngineConfig {
     /// copy-on-write memory images) instead of mapping every run's memories, tables and
     /// stack afresh. Default `true`: a run then maps nothing of its own, and a slot can
     /// be reset in place (`keep_resident_bytes`); docs/performance.md has the figures.
-    /// The pool holds 2 × `max_concurrent_runs` instances, at least 16: nested runs share
-    /// their parent's admission slot but take an instance each. A run that finds the
-    /// pool full ends `rejected` with error kind `instance_pool`. The pool *reserves*
+    /// The pool holds 3 × `max_concurrent_runs` instances, at least 16: nested runs share
+    /// their parent's admission slot but take an instance each, and a run tree (a
+    /// top-level run and the runs nested in it) holds at most its share, pool ÷
+    /// `max_concurrent_runs`, at once, so nesting never takes the instance another
+    /// admitted run needs: a nested run past its tree's share ends `rejected` with error
+    /// kind `instance_pool`. The pool *reserves*
     /// address space up front, committed only as guests touch it: ~8 GiB per instance
-    /// (two 4 GiB memory slots), so ~1 TiB for the default 64 runs and ~16 TiB for 1,000,
+    /// (two 4 GiB memory slots), so ~1.5 TiB for the default 64 runs and ~24 TiB for 1,000,
     /// of the 128 TiB a 64-bit Linux process has. Set `false` where virtual address space
     /// is limited (`ulimit -v`).
     pub pooling: bool,
@@ -115,6 +118,7 @@ struct EngineInner {
     metrics: Arc<Metrics>,
     fuel_metering: bool,
     keep_resident_bytes: usize,
+    nested_runs_per_tree: u32,
     // Declared last so it is dropped (and joined) after the rest.
     _ticker: EpochTicker,
 }
@@ -156,6 +160,7 @@ impl Engine {
                 metrics: Arc::default(),
                 fuel_metering: config.fuel_metering,
                 keep_resident_bytes: config.keep_resident_bytes,
+                nested_runs_per_tree: nested_runs_per_tree(config.max_concurrent_runs),
                 _ticker: ticker,
             }),
         })
@@ -164,6 +169,13 @@ impl Engine {
     /// True when this engine counts fuel, so runs may set [`Limits::fuel`](crate::Limits::fuel).
     pub fn meters_fuel(&self) -> bool {
         self.inner.fuel_metering
+    }
+
+    /// How many nested runs one run tree may have in flight: its share of the pool
+    /// beyond its top-level run's own instance (the same bound without the pool, where
+    /// each instance is mapped afresh).
+    pub(crate) fn nested_runs_per_tree(&self) -> u32 {
+        self.inner.nested_runs_per_tree
     }
 
     /// [`EngineConfig::keep_resident_bytes`], for the workers this engine starts.
@@ -280,10 +292,22 @@ const TABLE_ELEMENTS: usize = 50_000;
 /// limiter enforces each run's own, smaller cap.
 const MAX_MEMORY_SIZE: usize = 4 << 30;
 
+/// Guest instances in the pool of an engine admitting `max_concurrent_runs`.
+fn pool_instances(max_concurrent_runs: usize) -> u32 {
+    let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
+    runs.saturating_mul(POOL_INSTANCES_PER_RUN).max(MIN_POOL_INSTANCES)
+}
+
+/// Each admitted run tree's share of the pool, less its top-level run's instance: with
+/// every tree within its share, the admitted runs never need more than the pool holds.
+fn nested_runs_per_tree(max_concurrent_runs: usize) -> u32 {
+    let runs = u32::try_from(max_concurrent_runs.max(1)).unwrap_or(u32::MAX);
+    (pool_instances(max_concurrent_runs) / runs).saturating_sub(1)
+}
+
 /// The pooling allocator sized for `max_concurrent_runs`.
 fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmtime::PoolingAllocationConfig {
-    let runs = u32::try_from(max_concurrent_runs).unwrap_or(u32::MAX);
-    let instances = runs.saturating_mul(POOL_INSTANCES_PER_RUN).max(MIN_POOL_INSTANCES);
+    let instances = pool_instances(max_concurrent_runs);
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
         .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_INSTANCE))
@@ -321,5 +345,24 @@ fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmti
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine").field("cache_dir", &self.cache_dir()).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every admitted tree within its share never needs more instances than the pool
+    /// holds, and the share always fits a chain as deep as the default nesting depth.
+    #[test]
+    fn run_trees_within_their_share_never_fill_the_pool() {
+        for runs in (1..=300).chain([1_000, 10_000]) {
+            let share = nested_runs_per_tree(runs);
+            let needed = u64::try_from(runs).unwrap() * u64::from(1 + share);
+            assert!(needed <= u64::from(pool_instances(runs)), "{runs} runs");
+            assert!(share >= crate::limits::DEFAULT_MAX_NESTING_DEPTH, "{runs} runs");
+        }
+        assert_eq!(nested_runs_per_tree(1), MIN_POOL_INSTANCES - 1);
+        assert_eq!(nested_runs_per_tree(0), MIN_POOL_INSTANCES - 1, "no division by zero");
     }
 }

@@ -56,7 +56,7 @@ pub use audit::{
 };
 pub use broker::{
     BrokerCtx, CallContext, CallError, Inherit, JsonError, Projection, RunIdentity, Scope, Tool, ToolFailure,
-    ToolRegistrationError, Tools,
+    ToolRegistrationError, Tools, MAX_TOOL_NAME_BYTES,
 };
 pub use cancel::CancelToken;
 pub use engine::{

@@ -74,6 +74,14 @@ pub struct Limits {
     pub max_result_bytes: u64,
     /// Ceiling on tool calls in one run; the next call is refused.
     pub max_tool_calls: u32,
+    /// Ceiling on tool calls across a top-level run and every run nested in it, so that
+    /// a tool starting nested runs cannot multiply `max_tool_calls`; the next call in
+    /// any run of the tree is refused (error kind `max_tree_tool_calls`). It is read
+    /// from the top-level run's limits: a nested sandbox's own value does not widen
+    /// its tree (its `max_tool_calls` still bounds each of its runs). Default `None`:
+    /// the top-level run's `max_tool_calls`, shared by the whole tree. Must be at least
+    /// `max_tool_calls`.
+    pub max_tree_tool_calls: Option<u32>,
     /// Cap on one call's argument JSON, checked before it is parsed.
     pub max_tool_args_bytes: u64,
     /// Cap on one tool result's JSON.
@@ -102,6 +110,7 @@ impl Default for Limits {
             max_code_bytes: DEFAULT_MAX_CODE_BYTES,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            max_tree_tool_calls: None,
             max_tool_args_bytes: DEFAULT_MAX_TOOL_ARGS_BYTES,
             max_tool_result_bytes: DEFAULT_MAX_TOOL_RESULT_BYTES,
             max_cumulative_result_bytes: DEFAULT_MAX_CUMULATIVE_RESULT_BYTES,
@@ -124,15 +133,22 @@ pub struct LimitsError {
 }
 
 impl Limits {
+    /// The call budget of a run tree whose top-level run has these limits:
+    /// `max_tree_tool_calls`, else `max_tool_calls`.
+    pub fn tree_tool_calls(&self) -> u32 {
+        self.max_tree_tool_calls.unwrap_or(self.max_tool_calls)
+    }
+
     /// Checks that every limit is usable.
     ///
     /// # Errors
     /// A [`LimitsError`] naming the first field that is zero where zero makes no sense,
     /// out of range, or inconsistent with another field.
     pub fn validate(&self) -> Result<(), LimitsError> {
-        let nonzero: [(&'static str, u64); 12] = [
+        let nonzero: [(&'static str, u64); 13] = [
             ("timeout_ms", self.timeout_ms),
             ("fuel", self.fuel.unwrap_or(1)),
+            ("max_tree_tool_calls", self.max_tree_tool_calls.map_or(1, u64::from)),
             ("max_stdout_bytes", self.max_stdout_bytes),
             ("max_stderr_bytes", self.max_stderr_bytes),
             ("max_code_bytes", self.max_code_bytes),
@@ -155,6 +171,9 @@ impl Limits {
         }
         if self.max_json_depth > MAX_JSON_DEPTH {
             return Err(LimitsError { field: "max_json_depth", reason: format!("must be at most {MAX_JSON_DEPTH}") });
+        }
+        if self.max_tree_tool_calls.is_some_and(|tree| tree < self.max_tool_calls) {
+            return Err(LimitsError { field: "max_tree_tool_calls", reason: "must be at least max_tool_calls".into() });
         }
         if self.max_cumulative_result_bytes < self.max_tool_result_bytes {
             return Err(LimitsError {
@@ -185,6 +204,21 @@ mod tests {
     fn cumulative_below_single_result_is_rejected() {
         let limits = Limits { max_tool_result_bytes: 10, max_cumulative_result_bytes: 9, ..Limits::default() };
         assert_eq!(limits.validate().unwrap_err().field, "max_cumulative_result_bytes");
+    }
+
+    #[test]
+    fn the_tree_call_budget_defaults_to_the_run_ceiling_and_cannot_undercut_it() {
+        let limits = Limits { max_tool_calls: 7, ..Limits::default() };
+        assert_eq!(limits.tree_tool_calls(), 7);
+        let wider = Limits { max_tree_tool_calls: Some(50), ..limits.clone() };
+        assert_eq!(wider.tree_tool_calls(), 50);
+        wider.validate().unwrap();
+        let below = Limits { max_tree_tool_calls: Some(6), ..limits.clone() };
+        assert_eq!(below.validate().unwrap_err().field, "max_tree_tool_calls");
+        let zero = Limits { max_tree_tool_calls: Some(0), ..limits };
+        assert_eq!(zero.validate().unwrap_err().field, "max_tree_tool_calls");
+        let parsed: Limits = serde_json::from_str(r#"{"max_tree_tool_calls": 300}"#).unwrap();
+        assert_eq!(parsed.max_tree_tool_calls, Some(300));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::audit::{AuditConfig, AuditEvent, AuditSink, TracingSink};
 use crate::broker::link::GuestBroker;
-use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, RunIdentity, Scope, Tools};
+use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, Reach, RunIdentity, RunTree, Scope, Tools};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::execution;
@@ -157,11 +157,15 @@ impl Sandbox {
     }
 
     /// Starts a run from inside a tool handler (a "sub-agent" tool), as a child of the
-    /// call `parent`. Its scope is what `inherit` takes of the parent run's scope,
-    /// intersected with this sandbox's own; listing a tool the parent may not call, or
-    /// nesting deeper than `max_nesting_depth`, ends it as `invalid_request`. It shares
-    /// the parent's admission slot and in-flight tool-call bound, and its audit events
-    /// carry the parent's run and call ids.
+    /// call `parent`. It may call the tools of this sandbox's scope that `inherit` takes
+    /// and that are the very tools the parent run can call (the same registration: a
+    /// clone of the parent's [`Tools`] shares them; a tool registered again, or another
+    /// tool of the same name, is not the parent's). Listing a tool the parent cannot
+    /// call, or nesting deeper than `max_nesting_depth`, ends it as `invalid_request`.
+    /// It shares the parent's admission slot, in-flight tool-call bound and tree-wide
+    /// call budget (`max_tree_tool_calls`); a tree holds at most its share of the
+    /// engine's instance pool, and a nested run past it ends `rejected` with kind
+    /// `instance_pool`. Its audit events carry the parent's run and call ids.
     pub async fn run_nested(&self, parent: &CallContext, code: &str, input: &Value, inherit: &Inherit) -> Outcome {
         self.start(Origin::Nested(parent, inherit), code, input, &CancelToken::new()).await
     }
@@ -171,7 +175,9 @@ impl Sandbox {
         let engine = self.runtime.engine();
         let observers = &self.observers;
         let (identity, tree, scope) = match &origin {
-            Origin::TopLevel => (RunIdentity::top_level(), Arc::default(), Ok(self.scope.clone())),
+            Origin::TopLevel => {
+                (RunIdentity::top_level(), Arc::new(RunTree::new(&self.limits)), Ok(self.scope.clone()))
+            }
             Origin::Nested(parent, inherit) => {
                 (RunIdentity::nested_in(parent), Arc::clone(&parent.tree), self.nested_scope(parent, inherit))
             }
@@ -187,15 +193,21 @@ impl Sandbox {
             (Err(error), _) | (_, Err(error)) => Outcome::early(Status::InvalidRequest, error),
             (Ok(scope), Ok(input_json)) => {
                 let admitted = match origin {
-                    Origin::TopLevel => engine.admission().admit(engine.metrics_handle()).await.map(Some),
-                    // A nested run lives inside its parent's slot; queueing it could deadlock.
-                    Origin::Nested(..) => Ok(None),
+                    Origin::TopLevel => engine
+                        .admission()
+                        .admit(engine.metrics_handle())
+                        .await
+                        .map(|slot| (Some(slot), None))
+                        .map_err(|refusal| ErrorDetail::new("admission", refusal.to_string())),
+                    // A nested run lives inside its parent's slot (queueing it could
+                    // deadlock), within its tree's share of the instance pool.
+                    Origin::Nested(..) => {
+                        tree.enter_nested(engine.nested_runs_per_tree()).map(|nested| (None, Some(nested)))
+                    }
                 };
                 match admitted {
-                    Err(refusal) => {
-                        Outcome::early(Status::Rejected, ErrorDetail::new("admission", refusal.to_string()))
-                    }
-                    Ok(_slot) => {
+                    Err(refusal) => Outcome::early(Status::Rejected, refusal),
+                    Ok(_held) => {
                         let broker = BrokerCtx::for_run(
                             Arc::clone(&self.tools),
                             scope,
@@ -243,13 +255,17 @@ impl Sandbox {
                 format!("a run nested {depth} deep exceeds max_nesting_depth of {}", self.limits.max_nesting_depth);
             return Err(ErrorDetail::new("max_nesting_depth", message));
         }
-        let inherited = inherit.derive(parent.scope()).map_err(|wider| {
+        // By the tools themselves, not their names: this sandbox's registry may hold a
+        // tool the parent's never had, or another tool of the same name.
+        inherit.derive(parent.reach(), Reach::new(&self.tools, &self.scope)).map_err(|wider| {
+            let wider = broker::bounded_name(&wider);
             ErrorDetail::new(
                 "scope",
-                format!("a nested run cannot widen its parent's scope: the parent may not call `{wider}`"),
+                format!(
+                    "a nested run cannot widen its parent's scope: the parent may not call this sandbox's `{wider}`"
+                ),
             )
-        })?;
-        Ok(inherited.intersect(&self.scope))
+        })
     }
 
     fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {

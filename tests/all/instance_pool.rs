@@ -1,6 +1,7 @@
-//! The pooling instance allocator: an engine's pool holds twice its concurrent runs
-//! (nested runs take instances of their own), and a run that finds it full ends
-//! `rejected` with kind `instance_pool` instead of failing obscurely.
+//! The pooling instance allocator: an engine's pool holds three instances per concurrent
+//! run, at least 16 (nested runs take instances of their own, each run tree at most its
+//! share), and a nested run past its share ends `rejected` with kind `instance_pool`
+//! instead of failing obscurely.
 
 use std::sync::{Arc, OnceLock};
 

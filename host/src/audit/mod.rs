@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-pub(crate) use redact::Redactor;
+pub(crate) use redact::{floor_char_boundary, Redactor};
 pub use redact::{DEFAULT_MAX_RECORDED_STRING_BYTES, DEFAULT_REDACT_KEYS, REDACTED};
 
 use crate::outcome::{Status, ToolCallRecord};
@@ -65,7 +65,9 @@ pub enum AuditEvent {
         call_id: u32,
         /// Parent runs and calls of the calling run.
         ancestry: Vec<CallRef>,
-        /// The tool name as the guest sent it.
+        /// The tool name as the guest sent it, or for a name longer than any tool's
+        /// ([`MAX_TOOL_NAME_BYTES`](crate::MAX_TOOL_NAME_BYTES)) its first bytes and its
+        /// length.
         tool: String,
         /// Size of the argument JSON (payloads, when recorded, are in the finished record).
         args_bytes: u64,
@@ -131,13 +133,19 @@ impl AuditSink for ChannelSink {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
-    /// Record (redacted) arguments and results. Default: off.
+    /// Record (redacted) arguments, results and the failure messages tools write.
+    /// Default: off — then no argument or result value reaches an audit event, a log
+    /// line or a recorded message: a tool's failure is recorded as such, without its
+    /// words, and the broker's own messages (schema errors included) name no values.
     pub record_payloads: bool,
-    /// Keys whose values are redacted at any depth (case-insensitive substrings).
-    /// Default: [`DEFAULT_REDACT_KEYS`].
+    /// Keys whose values are redacted at any depth, matched by words: an entry of five
+    /// bytes or more anywhere in the key, a shorter one only as a whole word (so `auth`
+    /// catches `X-Auth-Token` but not `author`). Also redacted: the value of a
+    /// `{"name": <sensitive>, "value": …}` pair and strings carrying a bearer token, a
+    /// JWT or `<sensitive>=…`. Default: [`DEFAULT_REDACT_KEYS`].
     pub redact_keys: Vec<String>,
-    /// Longer strings are recorded as their byte count. Default:
-    /// [`DEFAULT_MAX_RECORDED_STRING_BYTES`].
+    /// Longer strings are recorded as their byte count, and a tool's failure message
+    /// is cut to this length. Default: [`DEFAULT_MAX_RECORDED_STRING_BYTES`].
     pub max_string_bytes: usize,
 }
 

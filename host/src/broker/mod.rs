@@ -1,9 +1,10 @@
 //! The broker: the one mediator of every tool call a guest makes.
 //!
 //! Per run, a [`BrokerCtx`] holds the run's [`Scope`], its [`Limits`] and its spent
-//! budgets. Every call goes through, in order: name and scope check → argument size cap
-//! (before parsing) → strict parse with a depth cap → object check → JSON Schema check
-//! → call ceiling → concurrency bound → the tool itself under a deadline (panics
+//! budgets. Every call goes through, in order: name length cap (before the name is
+//! copied) → name and scope check → argument size cap (before parsing) → strict parse
+//! with a depth cap → object check → JSON Schema check → call ceiling → concurrency
+//! bound → the run tree's call budget → the tool itself under a deadline (panics
 //! contained) → result projection → result size cap → cumulative result cap → audit.
 //! Projection runs *before* the result caps, because the caps bound what reaches the
 //! guest and a projection exists precisely to trim large payloads down to that.
@@ -12,6 +13,12 @@
 //! and budget breaches are latched, so the run's outcome reports them even when the
 //! guest swallows the error. Nothing here touches wasmtime; [`link`] adapts it to the
 //! generated bindings.
+//!
+//! What is recorded (the trail, audit events, logs) holds no argument or result value
+//! unless payload recording is on: the broker's own messages name paths, rules and
+//! sizes, never values; a tool's failure message — its author's words, which may quote
+//! arguments — is recorded only with payload recording, and then redacted. A
+//! guest-chosen tool name is recorded whole only up to [`MAX_TOOL_NAME_BYTES`].
 
 mod json_guard;
 pub(crate) mod link;
@@ -31,8 +38,10 @@ use serde_json::Value;
 pub use json_guard::JsonError;
 pub(crate) use json_guard::{parse_capped, serialize_capped, type_name};
 pub use projection::Projection;
+pub(crate) use scope::Reach;
 pub use scope::{Inherit, Scope};
-pub use tool::{CallContext, Tool, ToolFailure, ToolRegistrationError, Tools};
+pub(crate) use tool::bounded_name;
+pub use tool::{CallContext, Tool, ToolFailure, ToolRegistrationError, Tools, MAX_TOOL_NAME_BYTES};
 
 use crate::audit::{AuditConfig, AuditEvent, AuditSink, CallRef, Redactor, TracingSink};
 use crate::limits::Limits;
@@ -116,9 +125,71 @@ impl RunIdentity {
 }
 
 /// State shared by a run and every run nested in it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct RunTree {
     calls_in_flight: AtomicU32,
+    /// Calls of every run of the tree that reached their tool.
+    tool_calls: AtomicU32,
+    /// The tree's call budget, fixed by its top-level run's limits.
+    max_tool_calls: u32,
+    /// Nested runs of the tree in flight, each holding a guest instance.
+    nested_runs: AtomicU32,
+}
+
+impl RunTree {
+    /// The tree of a top-level run with `limits`.
+    pub(crate) fn new(limits: &Limits) -> Self {
+        RunTree {
+            calls_in_flight: AtomicU32::new(0),
+            tool_calls: AtomicU32::new(0),
+            max_tool_calls: limits.tree_tool_calls(),
+            nested_runs: AtomicU32::new(0),
+        }
+    }
+
+    /// Counts one more nested run in flight, if fewer than `share` are; the count
+    /// drops when the returned guard does.
+    ///
+    /// # Errors
+    /// The tree already has `share` nested runs in flight: kind `instance_pool`, as a
+    /// full pool would be (the share is the tree's part of the engine's pool).
+    pub(crate) fn enter_nested(self: &Arc<Self>, share: u32) -> Result<NestedRun, ErrorDetail> {
+        if !increment_below(&self.nested_runs, share) {
+            let message = format!(
+                "this run tree already has {share} nested runs in flight, its share of the engine's instance pool"
+            );
+            return Err(ErrorDetail::new("instance_pool", message));
+        }
+        Ok(NestedRun(Arc::clone(self)))
+    }
+}
+
+impl Default for RunTree {
+    fn default() -> Self {
+        RunTree::new(&Limits::default())
+    }
+}
+
+/// Adds one to `counter` if it is below `bound`, atomically; false when it is not.
+fn increment_below(counter: &AtomicU32, bound: u32) -> bool {
+    let mut current = counter.load(Ordering::Acquire);
+    while current < bound {
+        match counter.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(now) => current = now,
+        }
+    }
+    false
+}
+
+/// A nested run in flight, counted against its tree's share of the instance pool.
+#[derive(Debug)]
+pub(crate) struct NestedRun(Arc<RunTree>);
+
+impl Drop for NestedRun {
+    fn drop(&mut self) {
+        self.0.nested_runs.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Releases an in-flight slot when the call ends, however it ends (including when the
@@ -186,13 +257,17 @@ pub struct BrokerCtx {
 struct Payloads {
     args: Option<Value>,
     result: Option<Value>,
+    /// The call's error message carries the tool's own words (which may quote its
+    /// arguments), not only the broker's.
+    tool_wrote_message: bool,
 }
 
 impl BrokerCtx {
     /// State for one top-level run that may call the tools of `tools` that `scope`
     /// allows, auditing to `tracing` without payloads.
     pub fn new(tools: Arc<Tools>, scope: Scope, limits: Limits) -> Self {
-        Self::for_run(tools, scope, limits, RunIdentity::top_level(), Arc::default(), Observers::default())
+        let tree = Arc::new(RunTree::new(&limits));
+        Self::for_run(tools, scope, limits, RunIdentity::top_level(), tree, Observers::default())
     }
 
     pub(crate) fn for_run(
@@ -233,10 +308,14 @@ impl BrokerCtx {
     /// Mediates one call; records and audits it whatever happens — up to a bound on
     /// attempts (twice `max_tool_calls` plus 100, refused ones included), past which
     /// every call is refused unrecorded and the run ends `tool_limit`.
+    ///
+    /// A `name` longer than [`MAX_TOOL_NAME_BYTES`] is denied before any of it is
+    /// copied, and recorded as its first bytes and its length.
     pub async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
+        let shown = bounded_name(name);
         let attempt_cap = u64::from(self.limits.max_tool_calls) * 2 + REFUSED_ATTEMPT_SLACK;
         if self.trail.len() as u64 >= attempt_cap {
-            let message = format!("tool `{name}`: the run attempted more than {attempt_cap} tool calls");
+            let message = format!("tool `{shown}`: the run attempted more than {attempt_cap} tool calls");
             self.latch("max_tool_calls", &message);
             return Err(CallError::BudgetExhausted(message));
         }
@@ -246,20 +325,20 @@ impl BrokerCtx {
             run_id: self.run.run_id.clone(),
             call_id,
             ancestry: self.run.ancestry.clone(),
-            tool: name.to_owned(),
+            tool: shown.clone().into_owned(),
             args_bytes: args_json.len() as u64,
         });
         let mut payloads = Payloads::default();
         let result = self.checked_call(name, args_json, call_id, &mut payloads).await;
         let (status, result_bytes, message) = match &result {
             Ok(text) => (CallStatus::Ok, text.len() as u64, None),
-            Err(err) => (err.status(), 0, Some(err.message().to_owned())),
+            Err(err) => (err.status(), 0, Some(self.recorded_message(err, &shown, payloads.tool_wrote_message))),
         };
         let record = ToolCallRecord {
             run_id: self.run.run_id.clone(),
             call_id,
             ancestry: self.run.ancestry.clone(),
-            tool: name.to_owned(),
+            tool: shown.into_owned(),
             status,
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             args_bytes: args_json.len() as u64,
@@ -299,6 +378,22 @@ impl BrokerCtx {
         self.breach.get_or_insert_with(|| ErrorDetail::new(limit, message));
     }
 
+    /// The message the record keeps of `err`. The broker's own messages name no
+    /// argument or result value and are kept as they are; a tool's own words are kept
+    /// only with payload recording, and then redacted and cut.
+    fn recorded_message(&self, err: &CallError, shown: &str, tool_wrote_message: bool) -> String {
+        if !tool_wrote_message {
+            err.message().to_owned()
+        } else if self.observers.record_payloads {
+            self.observers.redactor.redact_message(err.message())
+        } else {
+            format!(
+                "tool `{shown}` failed (its message of {} bytes is recorded only with payload recording)",
+                err.message().len()
+            )
+        }
+    }
+
     async fn checked_call(
         &mut self,
         name: &str,
@@ -306,6 +401,13 @@ impl BrokerCtx {
         call_id: u32,
         payloads: &mut Payloads,
     ) -> Result<String, CallError> {
+        if name.len() > MAX_TOOL_NAME_BYTES {
+            let message = format!(
+                "tool `{}` is not available in this run: no tool name is longer than {MAX_TOOL_NAME_BYTES} bytes",
+                bounded_name(name)
+            );
+            return Err(CallError::Denied(message));
+        }
         let tool = match self.tools.get(name) {
             Some(tool) if self.scope.allows(name) => Arc::clone(tool),
             // Unknown and out-of-scope read the same, so a guest cannot probe the registry.
@@ -336,16 +438,24 @@ impl BrokerCtx {
             self.latch("max_concurrent_tool_calls", &message);
             return Err(CallError::BudgetExhausted(message));
         }
+        let budget = tree.max_tool_calls;
+        if !increment_below(&tree.tool_calls, budget) {
+            let message =
+                format!("tool `{name}`: this run and the runs nested with it have made their {budget} tool calls");
+            self.latch("max_tree_tool_calls", &message);
+            return Err(CallError::BudgetExhausted(message));
+        }
         self.calls_made += 1;
 
         let ctx = CallContext {
             run: Arc::clone(&self.run),
             call_id,
             scope: Arc::clone(&self.scope),
+            tools: Arc::clone(&self.tools),
             tree: Arc::clone(&self.tree),
         };
         let timeout = tool.timeout().unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
-        let value = self.invoke(&tool, args, ctx, timeout).await?;
+        let value = self.invoke(&tool, args, ctx, timeout, payloads).await?;
         let value = match tool.projection() {
             Some(projection) => projection.apply(&value).unwrap_or(Value::Null),
             None => value,
@@ -408,12 +518,16 @@ impl BrokerCtx {
         args: Value,
         ctx: CallContext,
         timeout: Duration,
+        payloads: &mut Payloads,
     ) -> Result<Value, CallError> {
         let name = tool.name();
         let call = AssertUnwindSafe(tool.invoke(args, ctx)).catch_unwind();
         match tokio::time::timeout(timeout, call).await {
             Ok(Ok(Ok(value))) => Ok(value),
-            Ok(Ok(Err(failure))) => Err(CallError::Failed(format!("tool `{name}`: {failure}"))),
+            Ok(Ok(Err(failure))) => {
+                payloads.tool_wrote_message = true;
+                Err(CallError::Failed(format!("tool `{name}`: {failure}")))
+            }
             Ok(Err(_panic)) => {
                 tracing::error!(tool = name, "tool handler panicked");
                 Err(CallError::Failed(format!("tool `{name}` failed unexpectedly")))

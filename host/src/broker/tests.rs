@@ -197,9 +197,18 @@ async fn recorded_payloads_are_redacted() {
         Arc::default(),
         observers,
     );
-    b.call("echo", r#"{"user": "ann", "auth": {"headers": [{"Authorization": "Bearer s3cr3t"}]}}"#).await.unwrap();
+    b.call(
+        "echo",
+        r#"{"user": "ann", "request": {"headers": [{"Authorization": "Bearer s3cr3t"}]}, "auth": {"a": 1}}"#,
+    )
+    .await
+    .unwrap();
     let record = &b.trail()[0];
-    let expected = json!({"user": "ann", "auth": {"headers": [{"Authorization": crate::REDACTED}]}});
+    let expected = json!({
+        "user": "ann",
+        "request": {"headers": [{"Authorization": crate::REDACTED}]},
+        "auth": crate::REDACTED,
+    });
     assert_eq!(record.args.as_ref(), Some(&expected));
     assert_eq!(record.result.as_ref(), Some(&expected));
     assert!(matches!(events.try_recv().unwrap(), AuditEvent::ToolCallStarted { call_id: 1, .. }));
@@ -225,7 +234,7 @@ async fn unknown_tool_names_share_one_metrics_label() {
         Arc::default(),
         observers,
     );
-    for name in ["x1", "x2", "x3"] {
+    for name in ["x1", "x2", &"x".repeat(1 << 20)] {
         b.call(name, "{}").await.unwrap_err();
     }
     b.call("echo", "{}").await.unwrap();
@@ -255,4 +264,178 @@ async fn calls_in_flight_across_the_run_tree_are_bounded() {
     tree.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
     nested.call("echo", "{}").await.unwrap();
     assert_eq!(tree.calls_in_flight.load(Ordering::Acquire), 0, "the slot is released after the call");
+}
+
+fn audited(tools: Arc<Tools>, config: &AuditConfig) -> (BrokerCtx, tokio::sync::mpsc::Receiver<AuditEvent>) {
+    let (sink, events) = crate::ChannelSink::new(1024);
+    let observers = Observers::new(Arc::new(sink), config, Arc::default());
+    let broker =
+        BrokerCtx::for_run(tools, Scope::All, Limits::default(), RunIdentity::top_level(), Arc::default(), observers);
+    (broker, events)
+}
+
+/// Every audit event as JSON, for checks on what reached the record.
+fn drain(events: &mut tokio::sync::mpsc::Receiver<AuditEvent>) -> Vec<String> {
+    std::iter::from_fn(|| events.try_recv().ok()).map(|event| serde_json::to_string(&event).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn an_overlong_tool_name_is_refused_and_recorded_as_a_bounded_prefix() {
+    let (mut b, mut events) = audited(registry(), &AuditConfig::default());
+    // Two-byte characters: the recorded prefix must end on a character boundary.
+    let huge = "é".repeat(1 << 20);
+    let err = b.call(&huge, "{}").await.unwrap_err();
+    assert_eq!(err.status(), CallStatus::Denied);
+    assert!(err.message().len() < 256, "{} bytes", err.message().len());
+    let record = &b.trail()[0];
+    assert!(record.tool.len() <= 128, "the trail keeps {} bytes of the name", record.tool.len());
+    assert!(record.tool.starts_with('é') && record.tool.contains("2097152 bytes"), "{}", record.tool);
+    assert!(record.message.as_ref().unwrap().len() < 256);
+    for event in drain(&mut events) {
+        assert!(event.len() < 1024, "an audit event of {} bytes", event.len());
+    }
+}
+
+#[tokio::test]
+async fn a_name_as_long_as_the_longest_legal_one_is_recorded_whole() {
+    let mut b = broker(Limits::default());
+    let longest = "a".repeat(64);
+    assert_eq!(b.call(&longest, "{}").await.unwrap_err().status(), CallStatus::Denied);
+    assert_eq!(b.trail()[0].tool, longest);
+    let over = "a".repeat(65);
+    assert_eq!(b.call(&over, "{}").await.unwrap_err().status(), CallStatus::Denied);
+    assert_ne!(b.trail()[1].tool, over, "one byte over is recorded as a prefix and a length");
+    assert!(b.trail()[1].tool.contains("65 bytes"), "{}", b.trail()[1].tool);
+}
+
+fn secretive_tools() -> Arc<Tools> {
+    let mut tools = Tools::new();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "pin": {"type": "string", "maxLength": 4, "pattern": "^[0-9]+$"},
+            "mode": {"enum": ["fast", "slow"]},
+            "level": {"type": "integer", "maximum": 3},
+            "fixed": {"const": "x"},
+            "tags": {"type": "array", "uniqueItems": true, "maxItems": 1},
+            "pick": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]},
+            "not_this": {"not": {"type": "string"}}
+        },
+        "additionalProperties": false
+    });
+    tools
+        .register(Tool::new("login", "strict", schema, |args| async move { Ok(args) }))
+        .unwrap()
+        .register(Tool::new("lookup", "fails quoting its argument", json!({"type": "object"}), |args| async move {
+            Err(ToolFailure::new(format!("no account for {} (Authorization: Bearer abcdef0123456789)", args["user"])))
+        }))
+        .unwrap();
+    Arc::new(tools)
+}
+
+#[tokio::test]
+async fn schema_errors_do_not_quote_argument_values() {
+    let (mut b, mut events) = audited(secretive_tools(), &AuditConfig::default());
+    let cases = [
+        json!({"pin": "hunter2secret"}),
+        json!({"mode": "hunter2secret"}),
+        json!({"level": 1234567}),
+        json!({"fixed": "hunter2secret"}),
+        json!({"tags": ["hunter2secret", "hunter2secret"]}),
+        json!({"pick": "hunter2secret"}),
+        json!({"not_this": "hunter2secret"}),
+    ];
+    for args in cases {
+        let err = b.call("login", &args.to_string()).await.unwrap_err();
+        assert_eq!(err.status(), CallStatus::InvalidArgs, "{args}");
+        for secret in ["hunter2", "1234567"] {
+            assert!(!err.message().contains(secret), "{args}: {}", err.message());
+        }
+    }
+    // The rule and the path are still there for the model to act on.
+    let err = b.call("login", r#"{"pin": "hunter2secret"}"#).await.unwrap_err();
+    assert!(err.message().contains("`pin`") && err.message().contains('4'), "{}", err.message());
+    for event in drain(&mut events) {
+        assert!(!event.contains("hunter2") && !event.contains("1234567"), "{event}");
+    }
+}
+
+#[tokio::test]
+async fn without_payload_recording_a_tool_failure_message_stays_out_of_the_record() {
+    let (mut b, mut events) = audited(secretive_tools(), &AuditConfig::default());
+    let err = b.call("lookup", r#"{"user": "hunter2"}"#).await.unwrap_err();
+    // The guest still gets the tool's own words (the tool author vouches for them)…
+    assert!(err.message().contains("hunter2"), "{err}");
+    // …the record only that it failed.
+    let record = &b.trail()[0];
+    assert_eq!(record.status, CallStatus::Failed);
+    let message = record.message.as_deref().unwrap();
+    assert!(!message.contains("hunter2") && !message.contains("abcdef0123456789"), "{message}");
+    assert!(message.contains("lookup"), "{message}");
+    for event in drain(&mut events) {
+        assert!(!event.contains("hunter2") && !event.contains("abcdef0123456789"), "{event}");
+    }
+}
+
+#[tokio::test]
+async fn with_payload_recording_a_tool_failure_message_is_recorded_redacted() {
+    let config = AuditConfig { record_payloads: true, ..AuditConfig::default() };
+    let (mut b, mut events) = audited(secretive_tools(), &config);
+    b.call("lookup", r#"{"user": "ann"}"#).await.unwrap_err();
+    let message = b.trail()[0].message.as_deref().unwrap();
+    assert!(message.contains("ann"), "{message}");
+    assert!(!message.contains("abcdef0123456789"), "{message}");
+    for event in drain(&mut events) {
+        assert!(!event.contains("abcdef0123456789"), "{event}");
+    }
+}
+
+#[tokio::test]
+async fn the_run_tree_shares_one_call_budget() {
+    let limits = Limits { max_tool_calls: 3, ..Limits::default() };
+    let tree = Arc::new(RunTree::new(&limits));
+    let run = |tree: &Arc<RunTree>, limits: Limits| {
+        BrokerCtx::for_run(
+            registry(),
+            Scope::All,
+            limits,
+            RunIdentity::top_level(),
+            Arc::clone(tree),
+            Observers::default(),
+        )
+    };
+    let mut parent = run(&tree, limits.clone());
+    parent.call("echo", "{}").await.unwrap();
+    // A nested run with a ceiling of its own (and a wider tree budget it cannot use:
+    // the tree's is its top-level run's).
+    let nested_limits = Limits { max_tool_calls: 10, max_tree_tool_calls: Some(100), ..Limits::default() };
+    let mut nested = run(&tree, nested_limits);
+    nested.call("echo", "{}").await.unwrap();
+    nested.call("echo", "{}").await.unwrap();
+    let err = nested.call("echo", "{}").await.unwrap_err();
+    assert_eq!(err.status(), CallStatus::BudgetExhausted);
+    assert_eq!(nested.breach().unwrap().kind, "max_tree_tool_calls");
+    assert_eq!(parent.call("echo", "{}").await.unwrap_err().status(), CallStatus::BudgetExhausted);
+    assert_eq!(parent.breach().unwrap().kind, "max_tree_tool_calls");
+    // Refused calls do not spend the budget of a fresh tree.
+    let mut fresh = BrokerCtx::new(registry(), Scope::only(["echo"]), limits);
+    for _ in 0..5 {
+        fresh.call("nope", "{}").await.unwrap_err();
+    }
+    for _ in 0..3 {
+        fresh.call("echo", "{}").await.unwrap();
+    }
+}
+
+#[test]
+fn a_tree_holds_at_most_its_share_of_nested_runs() {
+    let tree: Arc<RunTree> = Arc::default();
+    let first = tree.enter_nested(2).unwrap();
+    let second = tree.enter_nested(2).unwrap();
+    let refused = tree.enter_nested(2).unwrap_err();
+    assert_eq!(refused.kind, "instance_pool");
+    drop(first);
+    let third = tree.enter_nested(2).unwrap();
+    drop((second, third));
+    assert_eq!(tree.nested_runs.load(Ordering::Acquire), 0);
 }

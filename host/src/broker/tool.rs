@@ -1,5 +1,6 @@
 //! Tools: named async host functions a guest may call, and the registry that holds them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -10,10 +11,27 @@ use serde_json::Value;
 
 use super::projection::Projection;
 use super::schema::ArgsSchema;
-use super::scope::Scope;
+use super::scope::{Reach, Scope};
 use super::RunTree;
-use crate::audit::CallRef;
+use crate::audit::{floor_char_boundary, CallRef};
 use crate::broker::RunIdentity;
+
+/// The longest tool name [`Tools::register`] accepts, in bytes. Names become Python and
+/// JS identifiers, so this is also the longest name a guest can meaningfully call: the
+/// broker refuses a longer one before it copies any of it, and records at most this
+/// many bytes of it.
+pub const MAX_TOOL_NAME_BYTES: usize = 64;
+
+/// `name` as it may be recorded, quoted in a message or logged: whole up to
+/// [`MAX_TOOL_NAME_BYTES`], else that many bytes of it and its length
+/// (`AAAA…[8388608 bytes]`). A guest chooses the names it calls.
+pub(crate) fn bounded_name(name: &str) -> Cow<'_, str> {
+    if name.len() <= MAX_TOOL_NAME_BYTES {
+        return Cow::Borrowed(name);
+    }
+    let end = floor_char_boundary(name, MAX_TOOL_NAME_BYTES);
+    Cow::Owned(format!("{}…[{} bytes]", &name[..end], name.len()))
+}
 
 /// A tool's failure, as the guest will see it. Keep the message free of secrets: it
 /// is handed to untrusted code verbatim.
@@ -39,6 +57,9 @@ pub struct CallContext {
     pub(crate) run: Arc<RunIdentity>,
     pub(crate) call_id: u32,
     pub(crate) scope: Arc<Scope>,
+    /// The calling run's registry: with `scope`, what the run can actually call, which
+    /// bounds what a nested run may be given.
+    pub(crate) tools: Arc<Tools>,
     pub(crate) tree: Arc<RunTree>,
 }
 
@@ -66,6 +87,11 @@ impl CallContext {
     /// The calling run's scope.
     pub fn scope(&self) -> &Scope {
         &self.scope
+    }
+
+    /// The tools the calling run can actually call.
+    pub(crate) fn reach(&self) -> Reach<'_> {
+        Reach::new(&self.tools, &self.scope)
     }
 }
 
@@ -189,9 +215,10 @@ impl Tool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolRegistrationError {
-    /// The name is not `[a-z_][a-z0-9_]*` of at most 64 bytes.
+    /// The name is not `[a-z_][a-z0-9_]*` of at most [`MAX_TOOL_NAME_BYTES`] bytes.
     #[error(
-        "tool name `{0}` must match [a-z_][a-z0-9_]* and be at most 64 bytes (it becomes a Python and JS identifier)"
+        "tool name `{0}` must match [a-z_][a-z0-9_]* and be at most {max} bytes (it becomes a Python and JS identifier)",
+        max = MAX_TOOL_NAME_BYTES
     )]
     InvalidName(String),
     /// A tool of that name is already registered.
@@ -261,7 +288,7 @@ impl Tools {
 fn is_valid_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
-        && name.len() <= 64
+        && name.len() <= MAX_TOOL_NAME_BYTES
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
 }
 
@@ -277,11 +304,22 @@ mod tests {
     #[test]
     fn names_must_be_identifiers() {
         let mut tools = Tools::new();
-        for bad in ["", "Add", "1add", "a-b", "a b", "ä", &"x".repeat(65)] {
+        for bad in ["", "Add", "1add", "a-b", "a b", "ä", &"x".repeat(MAX_TOOL_NAME_BYTES + 1)] {
             assert!(matches!(tools.register(tool(bad)), Err(ToolRegistrationError::InvalidName(_))), "{bad}");
         }
         tools.register(tool("_private_2")).unwrap();
-        assert_eq!(tools.len(), 1);
+        tools.register(tool(&"x".repeat(MAX_TOOL_NAME_BYTES))).unwrap();
+        assert_eq!(tools.len(), 2);
+    }
+
+    #[test]
+    fn a_bounded_name_keeps_a_prefix_on_a_char_boundary_and_the_length() {
+        assert_eq!(bounded_name("add"), "add");
+        let legal = "x".repeat(MAX_TOOL_NAME_BYTES);
+        assert_eq!(bounded_name(&legal), legal.as_str());
+        let long = "é".repeat(MAX_TOOL_NAME_BYTES);
+        let shown = bounded_name(&long);
+        assert_eq!(shown, format!("{}…[128 bytes]", "é".repeat(MAX_TOOL_NAME_BYTES / 2)));
     }
 
     #[test]
