@@ -37,36 +37,64 @@ fn worker_program() -> PathBuf {
 }
 
 /// `echo` answers; `secret` is registered but never in scope; `worker_env` reports the
-/// environment of the worker process serving the run; `kill_worker` kills it.
-fn tools() -> Tools {
+/// environment, network interfaces and rlimits of the worker processes serving the
+/// sandbox; `kill_worker` kills them and `stop_worker` stops them (SIGSTOP). With
+/// `docker`, the workers are the containers' processes, not this process's descendants.
+fn tools(docker: bool) -> Tools {
     let object = json!({"type": "object"});
+    let workers =
+        move || if docker { docker_workers() } else { worker_pids().into_iter().map(|pid| (pid, None)).collect() };
     let mut tools = Tools::new();
     tools.register(Tool::new("echo", "Echoes its arguments", object.clone(), |args| async move { Ok(args) })).unwrap();
     tools.register(Tool::new("secret", "Never in scope", object.clone(), |_| async { Ok(json!("leaked")) })).unwrap();
     tools
-        .register(Tool::new("worker_env", "The worker's environment", object.clone(), |_| async {
-            let pids = worker_pids();
-            let envs: Vec<Value> = pids.iter().map(|pid| json!(environ(*pid))).collect();
-            Ok(json!({"workers": pids.len(), "environments": envs}))
+        .register(Tool::new("worker_env", "The worker's environment", object.clone(), move |_| async move {
+            let workers = workers();
+            let envs: Vec<Value> = workers.iter().map(|(pid, _)| json!(environ(*pid))).collect();
+            let networks: Vec<Value> = workers.iter().map(|(pid, _)| json!(interfaces(*pid))).collect();
+            let data: Vec<Value> = workers.iter().map(|(pid, _)| json!(soft_limit(*pid, "Max data size"))).collect();
+            let tasks: Vec<Value> = workers.iter().map(|(pid, _)| json!(soft_limit(*pid, "Max processes"))).collect();
+            Ok(json!({
+                "workers": workers.len(),
+                "environments": envs,
+                "networks": networks,
+                "data_limits": data,
+                "task_limits": tasks,
+            }))
         }))
         .unwrap();
+    let signal = move |signal: &'static str| {
+        let workers = workers();
+        for (pid, _) in &workers {
+            Command::new("kill").args([signal, &pid.to_string()]).status().expect("kill runs");
+        }
+        SIGNALLED.lock().unwrap().clone_from(&workers);
+    };
     tools
-        .register(Tool::new("kill_worker", "Kills the worker", object, |_| async {
-            for pid in worker_pids() {
-                Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill runs");
-            }
+        .register(Tool::new("kill_worker", "Kills the worker", object.clone(), move |_| async move {
+            signal("-KILL");
             // Wait to be cut off by the crash rather than answer.
             tokio::time::sleep(Duration::from_secs(30)).await;
             Ok(json!("still here"))
         }))
         .unwrap();
     tools
+        .register(Tool::new("stop_worker", "Stops the worker", object, move |_| async move {
+            signal("-STOP");
+            Ok(json!("stopped"))
+        }))
+        .unwrap();
+    tools
 }
 
+/// The workers `kill_worker` or `stop_worker` last signalled: pid and container name.
+static SIGNALLED: std::sync::Mutex<Vec<(u32, Option<String>)>> = std::sync::Mutex::new(Vec::new());
+
 fn sandbox(language: &str, isolation: Isolation, max_idle_workers: usize) -> Result<Sandbox, Error> {
-    let options = WorkerOptions { program: Some(worker_program()), max_idle_workers };
-    Sandbox::new(runtime(language), tools())
-        .scope(Scope::only(["echo", "worker_env", "kill_worker"]))
+    let options = WorkerOptions { program: Some(worker_program()), max_idle_workers, ..WorkerOptions::default() };
+    let docker = matches!(isolation, Isolation::Docker(_));
+    Sandbox::new(runtime(language), tools(docker))
+        .scope(Scope::only(["echo", "worker_env", "kill_worker", "stop_worker"]))
         .limits(Limits { timeout_ms: 5_000, ..Limits::default() })
         .isolation_with(isolation, options)
 }
@@ -105,6 +133,58 @@ fn descends_from(mut pid: u32, ancestor: u32) -> bool {
     false
 }
 
+/// The docker CLI, where the library looks for it.
+fn docker_cli() -> Option<PathBuf> {
+    ["/usr/bin/docker", "/usr/local/bin/docker"].into_iter().map(PathBuf::from).find(|path| path.is_file())
+}
+
+fn docker(args: &[&str]) -> String {
+    let docker = docker_cli().expect("a docker CLI");
+    let output = Command::new(docker).args(args).output().expect("docker runs");
+    assert!(output.status.success(), "docker {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The running worker containers (named `wasmbox-worker-…` by the pool): the host pid of
+/// each one's worker (its pid 1) and the container's name.
+fn docker_workers() -> Vec<(u32, Option<String>)> {
+    let names = docker(&["ps", "--filter", "name=^wasmbox-worker-", "--format", "{{.Names}}"]);
+    let mut workers = Vec::new();
+    for name in names.lines().filter(|name| !name.is_empty()) {
+        let Some(output) = docker_cli()
+            .and_then(|cli| Command::new(cli).args(["inspect", "--format", "{{.State.Pid}}", name]).output().ok())
+        else {
+            continue;
+        };
+        // A container may be gone between the two commands (a worker of an earlier
+        // test's sandbox, exiting): skip it.
+        match String::from_utf8_lossy(&output.stdout).trim().parse::<u32>() {
+            Ok(pid) if pid > 0 => workers.push((pid, Some(name.to_owned()))),
+            _ => {}
+        }
+    }
+    workers
+}
+
+/// The containers, running or not, whose names are among `names`.
+fn containers_named(names: &[String]) -> Vec<String> {
+    let all = docker(&["ps", "--all", "--filter", "name=^wasmbox-worker-", "--format", "{{.Names}}"]);
+    all.lines().filter(|name| names.iter().any(|n| n == name)).map(str::to_owned).collect()
+}
+
+/// The network interfaces the process `pid` sees.
+fn interfaces(pid: u32) -> Vec<String> {
+    let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).unwrap_or_default();
+    dev.lines().skip(2).filter_map(|line| line.split(':').next()).map(|name| name.trim().to_owned()).collect()
+}
+
+/// The soft limit `name` of `pid` as /proc shows it (`unlimited`, or a number).
+fn soft_limit(pid: u32, name: &str) -> String {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+    let line = limits.lines().find(|line| line.starts_with(name)).unwrap_or_default();
+    line[name.len().min(line.len())..].split_whitespace().next().unwrap_or("unreadable").to_owned()
+}
+
 fn environ(pid: u32) -> Vec<String> {
     let bytes = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     bytes.split(|b| *b == 0).filter(|v| !v.is_empty()).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
@@ -118,11 +198,27 @@ fn assert_status(outcome: &Outcome, status: Status) {
     assert_eq!(outcome.status, status, "{outcome:#?}");
 }
 
-/// The behaviour every worker-backed isolation must have. `wrapper_env` is exactly what
-/// the wrapper itself sets in the worker (bwrap always sets `PWD` to the directory it
-/// starts the worker in; a container gets its image's variables, not checked here);
-/// nothing may come from this process's environment.
-async fn check_isolated_runs(isolation: Isolation, wrapper_env: Option<&[&str]>) {
+/// What a wrapper gives the worker beyond what the plain worker has.
+struct Confinement {
+    /// The worker's complete environment (`Exactly`), or the names of its variables
+    /// (`Names`, when the values vary: a container's `HOSTNAME`). Nothing may come from
+    /// this process's environment.
+    env: WrapperEnv,
+    /// The worker sees no network interface but loopback.
+    no_network: bool,
+    /// The worker runs in a user namespace of its own, so it caps its tasks.
+    own_user_namespace: bool,
+}
+
+enum WrapperEnv {
+    Exactly(&'static [&'static str]),
+    Names(&'static [&'static str]),
+}
+
+/// The behaviour every worker-backed isolation must have, and what `confinement`
+/// says this one adds. (bwrap always sets `PWD` to the directory it starts the worker
+/// in; docker sets `PATH`, `HOSTNAME` and `HOME`.)
+async fn check_isolated_runs(isolation: Isolation, confinement: Confinement) {
     for language in ["python", "js"] {
         let sandbox = sandbox(language, isolation.clone(), 1).expect("isolation is available");
         let (call, forbidden, env) = match language {
@@ -150,12 +246,43 @@ async fn check_isolated_runs(isolation: Isolation, wrapper_env: Option<&[&str]>)
         assert_status(&outcome, Status::Ok);
         let value = outcome.value.unwrap();
         assert!(value["workers"].as_u64() >= Some(1), "a worker serves the run: {value}");
-        if let Some(expected) = wrapper_env {
-            for environment in value["environments"].as_array().unwrap() {
-                assert_eq!(environment, &json!(expected), "the worker inherits no environment: {value}");
+        for environment in value["environments"].as_array().unwrap() {
+            match confinement.env {
+                WrapperEnv::Exactly(expected) => {
+                    assert_eq!(environment, &json!(expected), "the worker inherits no environment: {value}");
+                }
+                WrapperEnv::Names(expected) => {
+                    let mut names: Vec<&str> = environment
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap().split('=').next().unwrap())
+                        .collect();
+                    names.sort_unstable();
+                    assert_eq!(names, expected, "the worker inherits no environment: {value}");
+                }
             }
         }
         assert!(!value.to_string().contains("hunter2"), "the secret leaked: {value}");
+        if confinement.no_network {
+            for network in value["networks"].as_array().unwrap() {
+                assert_eq!(network, &json!(["lo"]), "the worker sees a network: {value}");
+            }
+        }
+        // The worker caps its own memory (RLIMIT_DATA) at the run's cap plus its
+        // overhead, and in a user namespace of its own its tasks (RLIMIT_NPROC).
+        let cap = Limits::default().max_memory_bytes;
+        for data in value["data_limits"].as_array().unwrap() {
+            let data: u64 = data.as_str().unwrap().parse().unwrap_or_else(|_| panic!("no data limit: {value}"));
+            assert!(data > cap && data <= cap + (1 << 30), "RLIMIT_DATA {data} for a {cap}-byte cap: {value}");
+        }
+        if confinement.own_user_namespace {
+            let cores = std::thread::available_parallelism().unwrap().get() as u64;
+            let tasks = (cores + wasmbox::WORKER_EXTRA_TASKS).to_string();
+            for limit in value["task_limits"].as_array().unwrap() {
+                assert_eq!(limit, &json!(tasks), "RLIMIT_NPROC: {value}");
+            }
+        }
     }
 }
 
@@ -163,7 +290,8 @@ async fn check_isolated_runs(isolation: Isolation, wrapper_env: Option<&[&str]>)
 async fn worker_isolation_runs_both_languages_with_the_broker_in_the_parent() {
     let _serial = SERIAL.lock().await;
     std::env::set_var(SECRET, "hunter2");
-    check_isolated_runs(Isolation::Worker, Some(&[])).await;
+    let plain = Confinement { env: WrapperEnv::Exactly(&[]), no_network: false, own_user_namespace: false };
+    check_isolated_runs(Isolation::Worker, plain).await;
 }
 
 /// Runs when bubblewrap can create namespaces here, and says so loudly when it cannot;
@@ -179,7 +307,11 @@ async fn bubblewrap_isolation_runs_both_languages() {
             eprintln!("SKIPPED bubblewrap_isolation_runs_both_languages: bwrap cannot sandbox here: {reason}");
         }
         Err(other) => panic!("{other}"),
-        Ok(_) => check_isolated_runs(Isolation::Bubblewrap, Some(&["PWD=/"])).await,
+        Ok(_) => {
+            let bwrap =
+                Confinement { env: WrapperEnv::Exactly(&["PWD=/"]), no_network: true, own_user_namespace: true };
+            check_isolated_runs(Isolation::Bubblewrap, bwrap).await;
+        }
     }
 }
 
@@ -255,25 +387,94 @@ fn unavailable_wrappers_fail_closed() {
     }
 }
 
-/// Docker needs an engine, which most CI machines lack: set WASMBOX_TEST_DOCKER=1 on
-/// one that has it. Without an engine, asking for docker must fail closed.
-#[tokio::test]
-async fn docker_isolation() {
-    let _serial = SERIAL.lock().await;
+/// Docker isolation when an engine with the worker image is here, and a loud skip when
+/// not; `cargo xtask test` sets WASMBOX_REQUIRE_DOCKER when `wasmbox isolation` found it
+/// available (after starting an engine and loading the image where it can), so then a
+/// skip is a failure.
+fn docker_or_skip(test: &str) -> Option<Isolation> {
     let docker = Isolation::Docker(wasmbox::DockerOptions::default());
-    let wanted = std::env::var_os("WASMBOX_TEST_DOCKER").is_some();
     match sandbox("python", docker.clone(), 1) {
-        Ok(_) if wanted => check_isolated_runs(docker, None).await,
-        Ok(_) => eprintln!("SKIPPED docker_isolation: an engine is present; set WASMBOX_TEST_DOCKER=1 to run it"),
-        Err(err) => {
-            assert!(!wanted, "WASMBOX_TEST_DOCKER is set but docker is unavailable: {err}");
-            assert!(matches!(&err, Error::Isolation { isolation: "docker", .. }), "{err}");
-            eprintln!("SKIPPED docker_isolation (fails closed as it should): {err}");
+        Ok(_) => Some(docker),
+        Err(Error::Isolation { isolation: "docker", reason }) => {
+            assert!(std::env::var_os("WASMBOX_REQUIRE_DOCKER").is_none(), "docker was required: {reason}");
+            eprintln!("SKIPPED {test}: docker isolation is unavailable here: {reason}");
+            None
         }
     }
+        Err(other) => panic!("{other}"),
 }
 
 fn cli(args: &[&str], dir: &Path) -> std::process::Output {
+#[tokio::test]
+async fn docker_isolation_runs_both_languages() {
+    let _serial = SERIAL.lock().await;
+    std::env::set_var(SECRET, "hunter2");
+    let Some(docker) = docker_or_skip("docker_isolation_runs_both_languages") else { return };
+    let env = WrapperEnv::Names(&["HOME", "HOSTNAME", "PATH"]);
+    // Docker makes no user namespace unless the engine is rootless or remaps users.
+    check_isolated_runs(docker, Confinement { env, no_network: true, own_user_namespace: false }).await;
+}
+
+/// A worker killed mid-run is a crash, and one that hangs mid-run is killed at the
+/// deadline; either way its container is removed, not left behind, and the next run
+/// gets a fresh one.
+#[tokio::test]
+async fn a_docker_worker_killed_or_hung_mid_run_leaves_no_container() {
+    let _serial = SERIAL.lock().await;
+    let Some(docker) = docker_or_skip("a_docker_worker_killed_or_hung_mid_run_leaves_no_container") else { return };
+    let sandbox = sandbox("python", docker, 1).unwrap();
+
+    let outcome = run(&sandbox, "tools.kill_worker()").await;
+    assert_status(&outcome, Status::Crashed);
+    assert_eq!(outcome.error.as_ref().unwrap().kind, "worker_crashed");
+    let killed: Vec<String> = SIGNALLED.lock().unwrap().iter().filter_map(|(_, name)| name.clone()).collect();
+    assert!(!killed.is_empty(), "no container was killed");
+    assert_eq!(containers_named(&killed), Vec::<String>::new(), "the killed worker's container is left");
+
+    // Stopped, the worker never answers: the parent kills the client at the deadline,
+    // and only `docker rm -f` removes the container.
+    let hung = sandbox.clone().limits(Limits { timeout_ms: 1_000, ..Limits::default() });
+    let outcome = run(&hung, "tools.stop_worker()\n1").await;
+    assert_status(&outcome, Status::Timeout);
+    let stopped: Vec<String> = SIGNALLED.lock().unwrap().iter().filter_map(|(_, name)| name.clone()).collect();
+    assert!(!stopped.is_empty() && stopped != killed, "{stopped:?} after {killed:?}");
+    assert_eq!(containers_named(&stopped), Vec::<String>::new(), "the hung worker's container is left");
+
+    let outcome = run(&sandbox, "6 * 7").await;
+    assert_status(&outcome, Status::Ok);
+    assert_eq!(outcome.value, Some(json!(42)));
+}
+
+/// An image the engine does not have makes docker isolation unavailable, in the
+/// library, in `wasmbox isolation` and for `wasmbox run` (exit 2 with how to build or
+/// load it), instead of a run that ends `internal` at launch.
+#[test]
+fn a_missing_docker_image_is_unavailable_with_how_to_get_one() {
+    let _serial = SERIAL.blocking_lock();
+    let missing = "wasmbox-test-no-such-image:0";
+    let options = wasmbox::DockerOptions { image: missing.into(), ..wasmbox::DockerOptions::default() };
+    let err = Isolation::Docker(options.clone()).check_available().unwrap_err();
+    let Error::Isolation { isolation: "docker", reason } = &err else { panic!("{err}") };
+    let engine_answers = reason.contains(missing);
+    if !engine_answers {
+        assert!(std::env::var_os("WASMBOX_REQUIRE_DOCKER").is_none(), "docker was required: {reason}");
+        eprintln!("SKIPPED the missing-image checks: no docker engine answers here: {reason}");
+        return;
+    }
+    assert!(reason.contains("cargo xtask docker-image"), "{reason}");
+    let worker = WorkerOptions { program: Some(worker_program()), ..WorkerOptions::default() };
+    let err =
+        Sandbox::new(runtime("python"), tools(true)).isolation_with(Isolation::Docker(options), worker).unwrap_err();
+    assert!(err.to_string().contains(missing), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.py"), "1\n").unwrap();
+    let out = cli(&["run", "--isolation", "docker", "--docker-image", missing, "s.py"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr.contains(missing) && stderr.contains("cargo xtask docker-image"), "{stderr}");
+}
+
     Command::new(worker_program()).args(args).current_dir(dir).output().expect("wasmbox runs")
 }
 

@@ -66,8 +66,8 @@ pub use engine::{
 pub use error::Error;
 pub use import_check::{ImportPolicy, SERVED_SANDBOX_VERSIONS};
 pub use isolation::{
-    harden_worker_process, DockerOptions, Isolation, UnknownIsolation, DEFAULT_DOCKER_IMAGE, DEFAULT_DOCKER_PIDS_LIMIT,
-    ISOLATION_NAMES, WORKER_MAX_OPEN_FILES,
+    harden_worker_process, DockerOptions, Isolation, UnknownIsolation, DEFAULT_DOCKER_IMAGE, DEFAULT_DOCKER_MILLI_CPUS,
+    DEFAULT_DOCKER_PIDS_LIMIT, ISOLATION_NAMES, WORKER_EXTRA_TASKS, WORKER_MAX_OPEN_FILES,
 };
 pub use limits::*;
 pub use metrics::{MetricsSnapshot, ToolCallCount, UNKNOWN_TOOL_LABEL};

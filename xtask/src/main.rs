@@ -9,6 +9,10 @@
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
 //!   + every test.
 //! - `cargo xtask cross-check` — only the Windows/macOS `cargo check` (after setup).
+//! - `cargo xtask docker-image [BINARY]` — build the `docker` isolation's worker image
+//!   from the `wasmbox` binary's loader and libraries and load it into the engine.
+
+mod docker;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,7 +44,8 @@ fn main() -> Result<()> {
         }
         "test" => test(&root),
         "cross-check" => cross_check(&root),
-        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check>"),
+        "docker-image" => docker::image_command(&root, std::env::args_os().nth(2).map(PathBuf::from)),
+        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|docker-image [BINARY]>"),
     }
 }
 
@@ -126,15 +131,18 @@ fn apt_install(packages: &[&str]) -> Result<()> {
     run(Command::new("apt-get").args(["install", "-y", "-qq"]).args(packages))
 }
 
-/// Asks the built CLI (`wasmbox isolation`, the library's own probes) whether bubblewrap
-/// can sandbox here, and says loudly when the bwrap tests will skip.
-fn bwrap_can_sandbox(wasmbox: &Path) -> Result<bool> {
+/// Asks the built CLI (`wasmbox isolation`, the library's own probes) which isolations
+/// this host provides, and says loudly which wrapper tests will skip.
+fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
     let output = Command::new(wasmbox).arg("isolation").output().context("running `wasmbox isolation`")?;
     let report = String::from_utf8_lossy(&output.stdout);
     eprint!("xtask: isolation on this host:\n{report}");
-    let available = report.lines().any(|line| line == "bwrap: available");
-    if !available {
-        eprintln!("xtask: SKIPPING the bubblewrap isolation tests: bwrap cannot sandbox on this host (see above)");
+    let available: Vec<String> =
+        report.lines().filter_map(|line| line.strip_suffix(": available")).map(str::to_owned).collect();
+    for wrapper in ["bwrap", "docker"] {
+        if !available.iter().any(|name| name == wrapper) {
+            eprintln!("xtask: SKIPPING the {wrapper} isolation tests: it is unavailable on this host (see above)");
+        }
     }
     Ok(available)
 }
@@ -448,9 +456,15 @@ fn test(root: &Path) -> Result<()> {
     }
     let mut tests = cargo();
     tests.args(["test", "--workspace"]).env("WASMBOX_CACHE_DIR", cache_dir(root));
-    if bwrap_can_sandbox(&wasmbox)? {
+    docker::prepare_for_tests(root, &wasmbox)?;
+    let available = available_isolations(&wasmbox)?;
+    if available.iter().any(|name| name == "bwrap") {
         // Then the bwrap tests must run, not skip.
         tests.env("WASMBOX_REQUIRE_BWRAP", "1");
+    }
+    if available.iter().any(|name| name == "docker") {
+        // Likewise the docker tests.
+        tests.env("WASMBOX_REQUIRE_DOCKER", "1");
     }
     run(&mut tests)?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());

@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use hardening::{harden_worker_process, WORKER_MAX_OPEN_FILES};
+pub use hardening::{harden_worker_process, WORKER_EXTRA_TASKS, WORKER_MAX_OPEN_FILES};
 pub(crate) use process_tree::{contain, kill_tree, ProcessGuard};
 use {bubblewrap::bwrap_available, docker::docker_available, seatbelt::seatbelt_available};
 
@@ -53,18 +53,18 @@ pub const ISOLATION_NAMES: [&str; 5] = ["inproc", "worker", "bwrap", "docker", "
 impl Isolation {
     /// Checks that this isolation can be provided on this host — the wrapper is
     /// installed and can actually sandbox (bwrap creates its namespaces, docker reaches
-    /// an engine) — and says why not. `inproc` and `worker` are always available.
+    /// an engine that has the image) — and says why not. `inproc` and `worker` are always available.
     ///
     /// # Errors
     /// [`Error::Isolation`](crate::Error::Isolation) with the reason.
     pub fn check_available(&self) -> Result<(), crate::Error> {
         let probed = match self {
             Isolation::InProcess | Isolation::Worker => return Ok(()),
-            Isolation::Bubblewrap => bwrap_available(),
-            Isolation::Docker(_) => docker_available(),
-            Isolation::Seatbelt => seatbelt_available(),
+            Isolation::Bubblewrap => bwrap_available().map(drop),
+            Isolation::Docker(options) => docker_available(options).map(drop),
+            Isolation::Seatbelt => seatbelt_available().map(drop),
         };
-        probed.map(drop).map_err(|err| err.into_error(self.name()))
+        probed.map_err(|err| err.into_error(self.name()))
     }
 
     /// The name `--isolation` takes: `inproc`, `worker`, `bwrap`, `docker` or `seatbelt`.
@@ -109,30 +109,46 @@ impl FromStr for Isolation {
 /// How [`Isolation::Docker`] runs the worker container.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerOptions {
-    /// The image the worker runs in. It only has to provide the C library the worker
-    /// binary links against: the binary itself is bind-mounted read-only. The default,
-    /// [`DEFAULT_DOCKER_IMAGE`], is a small glibc image; a worker built on a host with a
-    /// newer glibc than the image's needs a newer image (or a static musl build).
+    /// The image the worker runs in, which must already be in the engine: it is never
+    /// pulled. It only has to provide the dynamic loader and C library the worker binary
+    /// links against: the binary itself is bind-mounted read-only. The default,
+    /// [`DEFAULT_DOCKER_IMAGE`], is the image `cargo xtask docker-image` builds from the
+    /// worker binary's own loader and libraries (docs/isolation.md, "The worker image").
+    ///
+    /// A name is resolved to its image ID when the sandbox is configured, and every
+    /// container runs that ID, so moving the tag later changes nothing in this process.
+    /// To pin one image across restarts, give its ID (`sha256:…`, from `docker image
+    /// inspect --format '{{.Id}}'`) or a digest reference (`repo@sha256:…`) here.
     pub image: String,
     /// `--pids-limit`: processes *and threads* in the container. The worker's runtime
     /// threads and wasmtime's compile threads count, so keep headroom over the core count.
     pub pids_limit: u32,
+    /// `--cpus`, in thousandths of a CPU: 1000 lets the container use one core's worth
+    /// of time, spread over any cores. A worker runs one guest at a time, on one thread;
+    /// more only speeds up its start. Must not be 0. Default: [`DEFAULT_DOCKER_MILLI_CPUS`].
+    pub milli_cpus: u32,
     /// The Linux build of the worker to mount instead of `WorkerLaunch::worker_program`.
     /// Required on macOS, whose own binary cannot run in a Linux container; `None`
     /// elsewhere mounts the calling binary.
     pub linux_worker_program: Option<PathBuf>,
 }
 
-/// The default [`DockerOptions::image`]: Debian 12's slim image (glibc 2.36, ~75 MB).
-pub const DEFAULT_DOCKER_IMAGE: &str = "debian:bookworm-slim";
+/// The default [`DockerOptions::image`]: what `cargo xtask docker-image` builds and
+/// loads — from scratch, holding only the worker binary's ELF interpreter, shared
+/// libraries and `/etc/ld.so.cache`, copied from the host that built the binary, so its
+/// C library always matches the binary's.
+pub const DEFAULT_DOCKER_IMAGE: &str = "wasmbox-worker";
 /// The default [`DockerOptions::pids_limit`].
 pub const DEFAULT_DOCKER_PIDS_LIMIT: u32 = 256;
+/// The default [`DockerOptions::milli_cpus`]: one CPU.
+pub const DEFAULT_DOCKER_MILLI_CPUS: u32 = 1_000;
 
 impl Default for DockerOptions {
     fn default() -> Self {
         DockerOptions {
             image: DEFAULT_DOCKER_IMAGE.to_owned(),
             pids_limit: DEFAULT_DOCKER_PIDS_LIMIT,
+            milli_cpus: DEFAULT_DOCKER_MILLI_CPUS,
             linux_worker_program: None,
         }
     }
@@ -377,8 +393,9 @@ mod tests {
     #[test]
     fn docker_defaults_are_documented_values() {
         let options = DockerOptions::default();
-        assert_eq!(options.image, "debian:bookworm-slim");
+        assert_eq!(options.image, "wasmbox-worker");
         assert_eq!(options.pids_limit, 256);
+        assert_eq!(options.milli_cpus, 1_000);
         assert_eq!(options.linux_worker_program, None);
     }
 

@@ -37,7 +37,9 @@ pub(crate) fn contain(child: &Child, memory_limit_bytes: u64) -> io::Result<Proc
     }
     #[cfg(unix)]
     {
-        // Memory is capped inside the worker (store limits) and by docker's --memory.
+        // Memory is capped inside the worker (store limits, and the RLIMIT_DATA it sets
+        // on itself from its arguments) and by docker's --memory: the worker rather than
+        // a prlimit here, because under bwrap and docker this child is not the worker.
         let _ = memory_limit_bytes;
         let id =
             child.id().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the worker has already exited"))?;

@@ -2,6 +2,12 @@
 //! deny-default profile in `worker.sbpl`. The profile goes in with `-p` (its text) and
 //! every path with `-D NAME=path`; the only text added to the profile is one rule per
 //! read-only path that names its parameter (`READ_ONLY_0`, ...), never the path.
+//!
+//! `sandbox-exec` applies the profile and then executes the worker in the same process,
+//! so the worker's own limits apply as under every other wrapper: its arguments carry
+//! the run's memory cap, which it sets as its `RLIMIT_DATA` before serving
+//! (`harden_worker_process`). The profile allows no `fork`, which is what bounds its
+//! processes here (macOS counts `RLIMIT_NPROC` per account, see hardening.rs).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -85,7 +91,13 @@ mod tests {
         let tricky = PathBuf::from("/Users/me/x\") (allow default) (\"/cache");
         let launch = WorkerLaunch {
             worker_program: PathBuf::from("/Applications/wasmbox.app/wasmbox"),
-            worker_args: vec!["worker".into(), "--cache-dir".into(), tricky.clone().into()],
+            worker_args: vec![
+                "worker".into(),
+                "--cache-dir".into(),
+                tricky.clone().into(),
+                "--max-data-bytes".into(),
+                "805306368".into(),
+            ],
             read_only_paths: vec![tricky.clone(), PathBuf::from("/Users/me/guest.wasm")],
             memory_limit_bytes: 1 << 30,
             name: "w".into(),
@@ -108,6 +120,9 @@ mod tests {
             "worker",
             "--cache-dir",
             "/Users/me/x\") (allow default) (\"/cache",
+            // The worker's own RLIMIT_DATA, which it sets under the profile.
+            "--max-data-bytes",
+            "805306368",
         ]
         .map(OsString::from)
         .into();
