@@ -39,7 +39,7 @@ pub fn prepare_for_tests(root: &Path, wasmbox: &Path) -> Result<()> {
 }
 
 /// `cargo xtask docker-image [BINARY]`: builds and loads the worker image for `binary`
-/// (default: the debug `wasmbox`, built first) into a running engine.
+/// (default: the debug `wasmbox`, built first), starting an engine as the tests do.
 pub fn image_command(root: &Path, binary: Option<PathBuf>) -> Result<()> {
     let binary = match binary {
         Some(binary) => std::fs::canonicalize(&binary).with_context(|| format!("{}", binary.display()))?,
@@ -48,17 +48,14 @@ pub fn image_command(root: &Path, binary: Option<PathBuf>) -> Result<()> {
             root.join("target/debug/wasmbox")
         }
     };
-    let docker = docker_cli().context("no docker CLI: install docker (Debian: the docker.io package)")?;
-    if let Err(reason) = answers(&docker) {
-        bail!("the docker engine does not answer: {reason}");
-    }
+    let Some(docker) = engine(root)? else { bail!("no docker engine to load the image into (see above)") };
     build_image(root, &docker, &binary)
 }
 
 /// The docker CLI once its engine answers, installing and starting one where allowed.
 fn engine(root: &Path) -> Result<Option<PathBuf>> {
     let skip = |reason: String| {
-        eprintln!("xtask: SKIPPING the docker isolation tests: {reason}");
+        eprintln!("xtask: SKIPPING docker (its isolation tests, its image): {reason}");
         Ok(None)
     };
     if let Some(docker) = docker_cli() {
