@@ -49,13 +49,22 @@ fn tools(docker: bool) -> Tools {
     tools.register(Tool::new("secret", "Never in scope", object.clone(), |_| async { Ok(json!("leaked")) })).unwrap();
     tools
         .register(Tool::new("worker_env", "The worker's environment", object.clone(), move |_| async move {
-            let workers = workers();
-            let envs: Vec<Value> = workers.iter().map(|(pid, _)| json!(environ(*pid))).collect();
-            let networks: Vec<Value> = workers.iter().map(|(pid, _)| json!(interfaces(*pid))).collect();
-            let data: Vec<Value> = workers.iter().map(|(pid, _)| json!(soft_limit(*pid, "Max data size"))).collect();
-            let tasks: Vec<Value> = workers.iter().map(|(pid, _)| json!(soft_limit(*pid, "Max processes"))).collect();
+            let (mut envs, mut networks, mut data, mut tasks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (pid, _) in workers() {
+                let (env, network) = (environ(pid), interfaces(pid));
+                let (data_limit, task_limit) = (soft_limit(pid, "Max data size"), soft_limit(pid, "Max processes"));
+                // A worker of an earlier sandbox may exit while it is read: leave it out.
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    continue;
+                }
+                envs.push(json!(env));
+                networks.push(json!(network));
+                data.push(json!(data_limit));
+                tasks.push(json!(task_limit));
+            }
+            let workers = envs.len();
             Ok(json!({
-                "workers": workers.len(),
+                "workers": workers,
                 "environments": envs,
                 "networks": networks,
                 "data_limits": data,
@@ -400,11 +409,10 @@ fn docker_or_skip(test: &str) -> Option<Isolation> {
             eprintln!("SKIPPED {test}: docker isolation is unavailable here: {reason}");
             None
         }
-    }
         Err(other) => panic!("{other}"),
+    }
 }
 
-fn cli(args: &[&str], dir: &Path) -> std::process::Output {
 #[tokio::test]
 async fn docker_isolation_runs_both_languages() {
     let _serial = SERIAL.lock().await;
@@ -475,6 +483,7 @@ fn a_missing_docker_image_is_unavailable_with_how_to_get_one() {
     assert!(stderr.contains(missing) && stderr.contains("cargo xtask docker-image"), "{stderr}");
 }
 
+fn cli(args: &[&str], dir: &Path) -> std::process::Output {
     Command::new(worker_program()).args(args).current_dir(dir).output().expect("wasmbox runs")
 }
 
