@@ -66,7 +66,8 @@ fn main() {
     for (language, load) in [("python", Runtime::python as Load), ("js", Runtime::javascript as Load)] {
         let runtime = load(&engine).expect("the guests are built: run `cargo xtask guests`");
         for (label, isolation, warm) in &cells {
-            let options = WorkerOptions { program: Some(program.clone()), max_idle_workers: *warm };
+            let options =
+                WorkerOptions { program: Some(program.clone()), max_idle_workers: *warm, ..WorkerOptions::default() };
             let sandbox = match Sandbox::new(runtime.clone(), tools())
                 .scope(Scope::All)
                 .isolation_with(isolation.clone(), options)

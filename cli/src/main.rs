@@ -57,18 +57,9 @@ enum Command {
     /// Serve runs for a parent process over stdin/stdout (what `--isolation worker`
     /// starts; not for interactive use).
     Worker {
-        /// The parent's precompile cache, read-only here.
-        #[arg(long)]
-        cache_dir: PathBuf,
-        /// The parent's epoch period.
-        #[arg(long, default_value_t = wasmbox::DEFAULT_EPOCH_TICK_MS)]
-        epoch_tick_ms: u64,
-        /// The parent's engine meters fuel.
-        #[arg(long)]
-        fuel_metering: bool,
-        /// The parent's `EngineConfig::keep_resident_bytes`.
-        #[arg(long, default_value_t = wasmbox::DEFAULT_KEEP_RESIDENT_BYTES)]
-        keep_resident_bytes: usize,
+        /// The parent's engine settings, as `WorkerConfig::to_args` writes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
     },
 }
 
@@ -147,10 +138,11 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Worker { .. }) {
+    if let Command::Worker { args } = &cli.command {
         // Before the async runtime starts its threads: no-new-privileges applies to the
-        // calling thread and those it creates later.
-        if let Err(err) = wasmbox::worker::harden_process() {
+        // calling thread and those it creates later. (Bad arguments are reported below.)
+        let max_data_bytes = WorkerConfig::from_args(args.iter().cloned()).ok().and_then(|c| c.max_data_bytes);
+        if let Err(err) = wasmbox::worker::harden_process(max_data_bytes) {
             return fail(anyhow::Error::from(err).context("hardening the worker process"));
         }
     }
@@ -183,8 +175,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Worker { cache_dir, epoch_tick_ms, fuel_metering, keep_resident_bytes } => {
-            let config = WorkerConfig { cache_dir, epoch_tick_ms, fuel_metering, keep_resident_bytes };
+        Command::Worker { args } => {
+            let config = WorkerConfig::from_args(args)?;
             wasmbox::worker::serve(config, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }

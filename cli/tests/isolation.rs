@@ -385,7 +385,8 @@ fn unavailable_wrappers_fail_closed() {
         assert!(matches!(&err, Error::Isolation { isolation: "seatbelt", .. }), "{err}");
     }
     // A worker binary that does not exist is refused up front.
-    let options = WorkerOptions { program: Some("/nonexistent/wasmbox".into()), max_idle_workers: 1 };
+    let options =
+        WorkerOptions { program: Some("/nonexistent/wasmbox".into()), max_idle_workers: 1, ..WorkerOptions::default() };
     let err = Sandbox::new(runtime("python"), Tools::new()).isolation_with(Isolation::Worker, options).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/wasmbox"), "{err}");
     // A runtime made from bytes has no file for a worker to load.
@@ -512,4 +513,159 @@ fn the_cli_runs_in_a_worker_and_refuses_unknown_or_unavailable_isolation() {
     if !cfg!(target_os = "macos") {
         assert!(report.contains("seatbelt: unavailable: "), "{report}");
     }
+}
+
+// ---- What a worker sends back, and when a warm worker is reused (issue 19, items 1–3, 9).
+
+/// What the last `worker_pids` call saw, for runs that end before they can return it.
+static LAST_SEEN: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// A sandbox in plain worker processes whose tool `worker_pids` lists the worker
+/// processes alive under this test process (and `noop` does nothing).
+fn pid_sandbox(language: &str, options: WorkerOptions) -> Sandbox {
+    let mut tools = Tools::new();
+    tools
+        .register(Tool::new("worker_pids", "The live worker processes", json!({"type": "object"}), |_| async {
+            let pids = worker_pids();
+            LAST_SEEN.lock().unwrap().clone_from(&pids);
+            Ok(json!(pids))
+        }))
+        .unwrap();
+    tools
+        .register(Tool::new("noop", "Does nothing", json!({"type": "object"}), |_| async { Ok(json!(null)) }))
+        .unwrap();
+    let options = WorkerOptions { program: Some(worker_program()), ..options };
+    Sandbox::new(runtime(language), tools)
+        .scope(Scope::All)
+        .limits(Limits { timeout_ms: 5_000, ..Limits::default() })
+        .isolation_with(Isolation::Worker, options)
+        .unwrap()
+}
+
+async fn pids_seen(sandbox: &Sandbox, code: &str) -> Vec<u32> {
+    let outcome = run(sandbox, code).await;
+    let value = outcome.tool_calls.first().and_then(|_| outcome.value.clone()).unwrap_or_else(|| {
+        panic!("the run did not report the worker pids: {outcome:#?}");
+    });
+    serde_json::from_value(value).unwrap()
+}
+
+/// Waits until none of `pids` is running (a retired worker exits after `shutdown`).
+async fn until_gone(pids: &[u32]) {
+    for _ in 0..100 {
+        if pids.iter().all(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the retired workers {pids:?} are still running");
+}
+
+#[tokio::test]
+async fn the_reply_cap_is_the_current_runs_from_its_first_frame() {
+    let _serial = SERIAL.lock().await;
+    let prints = "print('x' * 5000)\n1";
+    // A fresh worker per run: the first frame after the handshake is the run's outcome.
+    let fresh = sandbox("python", Isolation::Worker, 0).unwrap();
+    let outcome = run(&fresh, prints).await;
+    assert_status(&outcome, Status::Ok);
+    assert_eq!(outcome.stdout.text.len(), 5001);
+    // Warm workers after runs with smaller and with larger caps.
+    let warm = sandbox("python", Isolation::Worker, 1).unwrap();
+    let small =
+        Limits { max_stdout_bytes: 64, max_stderr_bytes: 64, max_result_bytes: 64, ..warm.current_limits().clone() };
+    let smaller = warm.clone().limits(small);
+    assert_status(&run(&smaller, "1").await, Status::Ok);
+    let outcome = run(&warm, "print('x' * 300_000)\n1").await;
+    assert_status(&outcome, Status::Ok);
+    assert_eq!(outcome.stdout.text.len(), 300_001);
+    let outcome = run(&smaller, prints).await;
+    assert_status(&outcome, Status::OutputLimit);
+    assert_eq!(outcome.stdout.text.len(), 64);
+}
+
+#[tokio::test]
+async fn guest_exits_and_huge_errors_come_back_from_a_worker_as_capped_errors() {
+    let _serial = SERIAL.lock().await;
+    let sandbox = sandbox("python", Isolation::Worker, 1).unwrap();
+    let outcome = run(&sandbox, "import os\nos._exit(0)").await;
+    assert_status(&outcome, Status::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "exit");
+    assert!(error.message.contains("code 0") && !error.message.contains("backtrace"), "{error:?}");
+
+    let outcome = run(&sandbox, "raise Exception('x' * 10_000_000)").await;
+    assert_status(&outcome, Status::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, "Exception");
+    assert!(error.message.len() <= wasmbox::MAX_ERROR_MESSAGE_BYTES, "{}", error.message.len());
+    assert!(error.message.ends_with("characters cut]"), "{}", &error.message[error.message.len() - 60..]);
+    assert!(error.traceback.len() <= wasmbox::MAX_ERROR_TRACEBACK_BYTES, "{}", error.traceback.len());
+
+    let js = sandbox_js_worker();
+    let outcome = run(&js, "throw new Error('x'.repeat(5e7))").await;
+    assert_status(&outcome, Status::Error);
+    let error = outcome.error.unwrap();
+    assert!(error.message.len() <= wasmbox::MAX_ERROR_MESSAGE_BYTES, "{}", error.message.len());
+    assert!(error.traceback.len() <= wasmbox::MAX_ERROR_TRACEBACK_BYTES, "{}", error.traceback.len());
+}
+
+fn sandbox_js_worker() -> Sandbox {
+    sandbox("js", Isolation::Worker, 1).unwrap()
+}
+
+#[tokio::test]
+async fn a_warm_worker_serves_only_runs_of_its_shape_and_is_retired_after_a_breach() {
+    let _serial = SERIAL.lock().await;
+    let ask = "tools.worker_pids()";
+    let mut all_seen = Vec::new();
+    {
+        let options = WorkerOptions { max_idle_workers: 1, ..WorkerOptions::default() };
+        let sandbox = pid_sandbox("python", options);
+        let first = pids_seen(&sandbox, ask).await;
+        assert_eq!(first.len(), 1, "one worker serves the run: {first:?}");
+        assert_eq!(pids_seen(&sandbox, ask).await, first, "the same shape reuses the warm worker");
+
+        // Other limits: not the warm worker (it stays idle beside the new one).
+        let other = sandbox.clone().limits(Limits { max_memory_bytes: 96 << 20, ..sandbox.current_limits().clone() });
+        let seen = pids_seen(&other, ask).await;
+        assert_eq!(seen.len(), 2, "a new worker beside the idle one: {seen:?}");
+        let other_worker: Vec<u32> = seen.into_iter().filter(|pid| !first.contains(pid)).collect();
+        until_gone(&first).await; // the idle set holds one: the longest idle worker is retired
+
+        // Another scope (fewer tools): not the warm worker either.
+        let narrower = other.clone().scope(Scope::only(["worker_pids"]));
+        let seen = pids_seen(&narrower, ask).await;
+        assert!(!seen.is_empty() && seen.iter().any(|pid| !other_worker.contains(pid)), "{seen:?} vs {other_worker:?}");
+        all_seen.extend(seen.into_iter().chain(other_worker));
+    }
+    // The sandboxes are gone, and their idle workers with them.
+    until_gone(&all_seen).await;
+
+    // A breach retires the worker that served it.
+    let breached = pid_sandbox("python", WorkerOptions { max_idle_workers: 1, ..WorkerOptions::default() })
+        .limits(Limits { timeout_ms: 500, ..Limits::default() });
+    let outcome = run(&breached, "tools.worker_pids()\nwhile True: pass").await;
+    assert_status(&outcome, Status::Timeout);
+    let served = LAST_SEEN.lock().unwrap().clone();
+    assert_eq!(served.len(), 1, "{served:?}");
+    until_gone(&served).await;
+    let next = pids_seen(&breached, ask).await;
+    assert!(next.iter().all(|pid| !served.contains(pid)), "{next:?} vs {served:?}");
+}
+
+#[tokio::test]
+async fn a_worker_is_retired_after_its_last_allowed_run() {
+    let _serial = SERIAL.lock().await;
+    let options = WorkerOptions { max_idle_workers: 1, max_runs_per_worker: 2, ..WorkerOptions::default() };
+    let sandbox = pid_sandbox("js", options);
+    let ask = "return await tools.worker_pids({})";
+    let first = pids_seen(&sandbox, ask).await;
+    assert_eq!(pids_seen(&sandbox, ask).await, first, "the second run reuses the worker");
+    until_gone(&first).await;
+    let third = pids_seen(&sandbox, ask).await;
+    assert!(third.iter().all(|pid| !first.contains(pid)), "{third:?} vs {first:?}");
+    let options = WorkerOptions { max_runs_per_worker: 0, ..WorkerOptions::default() };
+    let err = Sandbox::new(runtime("js"), Tools::new()).isolation_with(Isolation::Worker, options).unwrap_err();
+    assert!(err.to_string().contains("max_runs_per_worker"), "{err}");
 }

@@ -436,19 +436,45 @@ function safe(f, fallback) {
   }
 }
 
+// An error's text is the guest code's choice: a 50 MB message must not be copied into a
+// traceback or across the boundary. The host caps kind, message and traceback by bytes
+// (MAX_ERROR_*_BYTES in host/src/outcome.rs); the guest cuts them first, by UTF-16 code
+// units, saying how many it left out, so the host's byte cap rarely has anything to do.
+export const MAX_KIND_CHARS = 256;
+export const MAX_MESSAGE_CHARS = 8 << 10;
+export const MAX_TRACEBACK_CHARS = 32 << 10;
+
+/** The start of `s`, at most `limit` code units with the marker. */
+export function cutEnd(s, limit) {
+  if (s.length <= limit) return s;
+  const keep = Math.max(0, limit - 40);
+  return `${s.slice(0, keep)} [… ${s.length - keep} characters cut]`;
+}
+
+/** The end of `s` (a traceback's innermost part), at most `limit` code units. */
+export function cutStart(s, limit) {
+  if (s.length <= limit) return s;
+  const keep = Math.max(0, limit - 40);
+  return `[… ${s.length - keep} characters cut]\n${s.slice(s.length - keep)}`;
+}
+
 function errorKind(e) {
   return safe(() => {
     // `throw "x"`, `throw {code: 1}`: JS allows any value; without a name it is an Error
-    if (e !== null && typeof e === 'object' && typeof e.name === 'string' && e.name) return e.name;
+    if (e !== null && typeof e === 'object' && typeof e.name === 'string' && e.name) {
+      return cutEnd(e.name, MAX_KIND_CHARS);
+    }
     return 'Error';
   }, 'Error');
 }
 
 function errorMessage(e) {
   return safe(() => {
-    if (e !== null && typeof e === 'object' && 'message' in e) return String(e.message);
-    if (typeof e === 'string') return e;
-    return inspect(e, 1);
+    let message;
+    if (e !== null && typeof e === 'object' && 'message' in e) message = String(e.message);
+    else if (typeof e === 'string') message = e;
+    else message = inspect(e, 1);
+    return cutEnd(message, MAX_MESSAGE_CHARS);
   }, '<unprintable>');
 }
 
@@ -524,7 +550,7 @@ function guestException(e) {
   return {
     kind: clean(errorKind(e)),
     message: clean(errorMessage(e)),
-    traceback: clean(safe(() => formatError(e), '')),
+    traceback: clean(cutStart(safe(() => formatError(e), ''), MAX_TRACEBACK_CHARS)),
   };
 }
 
@@ -539,7 +565,7 @@ function syntaxError(e, code) {
       traceback = `<code>:${line}:${col}\n${lines[line - 1]}\n${' '.repeat(col - 1)}^\n` + traceback;
     }
   });
-  return { kind: clean(errorKind(e)), message, traceback: clean(traceback) };
+  return { kind: clean(errorKind(e)), message, traceback: clean(cutStart(traceback, MAX_TRACEBACK_CHARS)) };
 }
 
 // ------------------------------------------------------------ dynamic import()

@@ -774,9 +774,34 @@ def _clean(text):
         return "<unprintable>"
 
 
+# An error's text is the guest code's choice: a 100 MB message must not be copied into a
+# traceback or across the boundary. The host caps kind, message and traceback by bytes
+# (MAX_ERROR_*_BYTES in host/src/outcome.rs); the guest cuts them first, by characters,
+# saying how many it left out, so the host's byte cap rarely has anything left to do.
+_MAX_KIND_CHARS = 256
+_MAX_MESSAGE_CHARS = 8 << 10
+_MAX_TRACEBACK_CHARS = 32 << 10
+
+
+def _cut_end(text, limit):
+    """The start of `text`, at most `limit` characters with the marker."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 40)
+    return "%s [… %d characters cut]" % (text[:keep], len(text) - keep)
+
+
+def _cut_start(text, limit):
+    """The end of `text` (a traceback's innermost frames), at most `limit` characters."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 40)
+    return "[… %d characters cut]\n%s" % (len(text) - keep, text[len(text) - keep:])
+
+
 def _message(exc):
     try:
-        return _clean(str(exc))
+        return _clean(_cut_end(str(exc), _MAX_MESSAGE_CHARS))
     except BaseException:
         return "<unprintable %s>" % type(exc).__name__
 
@@ -792,6 +817,9 @@ def _trim(te, seen):
             frames = frames[i:]
             break
     te.stack = traceback.StackSummary.from_list(frames)
+    # The exception line repeats the message: cut it before format() copies it.
+    if isinstance(getattr(te, "_str", None), str):
+        te._str = _cut_end(te._str, _MAX_MESSAGE_CHARS)
     _trim(te.__cause__, seen)
     _trim(te.__context__, seen)
     for sub in getattr(te, "exceptions", None) or ():
@@ -802,10 +830,11 @@ def _guest_exception(exc):
     try:
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         _trim(te, set())
-        text = "".join(te.format())
+        text = _cut_start("".join(te.format()), _MAX_TRACEBACK_CHARS)
     except BaseException:
         text = ""
-    return GuestException(kind=type(exc).__name__, message=_message(exc), traceback=_clean(text))
+    kind = _cut_end(type(exc).__name__, _MAX_KIND_CHARS)
+    return GuestException(kind=_clean(kind), message=_message(exc), traceback=_clean(text))
 
 
 def _syntax_error(exc, lines):
@@ -813,10 +842,11 @@ def _syntax_error(exc, lines):
     if isinstance(exc, SyntaxError) and exc.text is None and exc.lineno and 0 < exc.lineno <= len(lines):
         exc.text = lines[exc.lineno - 1]
     try:
-        text = "".join(traceback.format_exception_only(type(exc), exc))
+        text = _cut_start("".join(traceback.format_exception_only(type(exc), exc)), _MAX_TRACEBACK_CHARS)
     except BaseException:
         text = ""
-    return GuestException(kind=type(exc).__name__, message=_message(exc), traceback=_clean(text))
+    kind = _cut_end(type(exc).__name__, _MAX_KIND_CHARS)
+    return GuestException(kind=_clean(kind), message=_message(exc), traceback=_clean(text))
 
 
 # The rewriter changes nothing in code that names none of these: it acts on `await`, on

@@ -15,7 +15,7 @@ use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputCapture;
 use crate::run_state::{MemoryGuard, RunState};
 use crate::runtime::Runtime;
-use crate::termination::{classify_trap, Termination};
+use crate::termination::{classify_trap, Latched, Phase, Termination};
 use crate::wasi;
 
 /// Runs `code` on a fresh instance of `runtime` under `limits`, its tool calls answered
@@ -62,16 +62,13 @@ pub(crate) async fn execute(
         }
     });
 
-    // Epochs do not fire while the guest waits in an async host call (a tool, a
-    // sleep), so a host timer bounds the whole run too, a little after the epoch
-    // deadline so that compute-bound guests are stopped by the epoch.
-    let hard_timeout = timeout + 2 * engine.epoch_tick();
+    let hard_timeout = time_bound(limits, engine.epoch_tick());
     let mut instantiate_time = Duration::ZERO;
     let call = async {
         let instantiate_started = Instant::now();
-        let runner = runtime.pre().instantiate_async(&mut store).await?;
+        let runner = runtime.pre().instantiate_async(&mut store).await.map_err(|err| (Phase::Instantiate, err))?;
         instantiate_time = instantiate_started.elapsed();
-        runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await
+        runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await.map_err(|err| (Phase::Run, err))
     };
     // A guest computing is stopped by the epoch callback; one waiting on a tool or a
     // sleep is stopped here, by dropping the call.
@@ -85,13 +82,14 @@ pub(crate) async fn execute(
     let state = store.into_data();
     let termination = match result {
         Err(stopped) => stopped,
-        Ok(Err(err)) => classify_trap(&err, state.cancel.is_cancelled()),
+        Ok(Err((phase, err))) => classify_trap(&err, state.cancel.is_cancelled(), phase),
         Ok(Ok(Ok(json))) => Termination::Returned(json),
         Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
     };
     let (tool_calls, breach) = state.broker.into_report();
-    let mut outcome =
-        termination.into_outcome(limits, state.memory.exceeded(), stdout.overflowed() || stderr.overflowed(), breach);
+    let latched =
+        Latched { memory: state.memory.exceeded(), output: stdout.overflowed() || stderr.overflowed(), tool: breach };
+    let mut outcome = termination.into_outcome(limits, latched);
     outcome.stdout = stdout.snapshot();
     outcome.stderr = stderr.snapshot();
     outcome.tool_calls = tool_calls;
@@ -102,6 +100,15 @@ pub(crate) async fn execute(
         peak_memory_bytes: state.memory.peak_bytes() as u64,
     };
     outcome
+}
+
+/// How long a run may take in all, by the host's own timer. Epochs do not fire while the
+/// guest waits in an async host call (a tool, a sleep), so a host timer bounds the whole
+/// run too, a little after the epoch deadline so that compute-bound guests are stopped
+/// by the epoch (which reports how far they got). The one place this arithmetic lives:
+/// a worker's parent waits this long plus a grace for the frame round trip.
+pub(crate) fn time_bound(limits: &Limits, epoch_tick: Duration) -> Duration {
+    Duration::from_millis(limits.timeout_ms).saturating_add(epoch_tick.saturating_mul(2))
 }
 
 pub(crate) fn internal(message: String) -> Outcome {

@@ -56,7 +56,7 @@ pub use audit::{
 };
 pub use broker::{
     BrokerCtx, CallContext, CallError, Inherit, JsonError, Projection, RunIdentity, Scope, Tool, ToolFailure,
-    ToolRegistrationError, Tools, MAX_TOOL_NAME_BYTES,
+    ToolRegistrationError, ToolSummary, Tools, MAX_TOOL_NAME_BYTES,
 };
 pub use cancel::CancelToken;
 pub use engine::{
@@ -71,6 +71,9 @@ pub use isolation::{
 };
 pub use limits::*;
 pub use metrics::{MetricsSnapshot, ToolCallCount, UNKNOWN_TOOL_LABEL};
-pub use outcome::{CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
+pub use outcome::{
+    CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord, MAX_ERROR_KIND_BYTES,
+    MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES,
+};
 pub use runtime::{builtin_guest_path, Runtime};
 pub use sandbox::Sandbox;

@@ -63,7 +63,20 @@ impl std::fmt::Display for Status {
     }
 }
 
+/// The most bytes of an [`ErrorDetail::kind`] an outcome carries.
+pub const MAX_ERROR_KIND_BYTES: usize = 256;
+/// The most bytes of an [`ErrorDetail::message`] an outcome carries (its start is kept).
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 8 << 10;
+/// The most bytes of an [`ErrorDetail::traceback`] an outcome carries (its end is kept:
+/// the innermost frames and the exception line).
+pub const MAX_ERROR_TRACEBACK_BYTES: usize = 32 << 10;
+
 /// What went wrong, for every status but `ok`.
+///
+/// Each field is capped ([`MAX_ERROR_KIND_BYTES`], [`MAX_ERROR_MESSAGE_BYTES`],
+/// [`MAX_ERROR_TRACEBACK_BYTES`]): guest code chooses this text, and a 100 MB exception
+/// message must not become a 100 MB outcome. A cut field says so in place, with
+/// `[… N bytes cut]`, and the whole marker fits within the cap.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// For guest errors the exception type (`ZeroDivisionError`, `SyntaxError`,
@@ -80,6 +93,55 @@ impl ErrorDetail {
     pub(crate) fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
         ErrorDetail { kind: kind.into(), message: message.into(), traceback: String::new() }
     }
+
+    /// This detail with every field within its cap.
+    pub(crate) fn capped(mut self) -> Self {
+        keep_start(&mut self.kind, MAX_ERROR_KIND_BYTES);
+        keep_start(&mut self.message, MAX_ERROR_MESSAGE_BYTES);
+        keep_end(&mut self.traceback, MAX_ERROR_TRACEBACK_BYTES);
+        self
+    }
+}
+
+/// The marker for `cut` bytes left out.
+fn cut_marker(cut: usize) -> String {
+    format!("[… {cut} bytes cut]")
+}
+
+/// Cuts `text` to at most `cap` bytes, keeping its start and ending with the marker.
+fn keep_start(text: &mut String, cap: usize) {
+    if text.len() <= cap {
+        return;
+    }
+    // The marker's length depends on the count it shows; size it for the largest count.
+    let room = cap.saturating_sub(cut_marker(text.len()).len() + 1);
+    let end = floor_char_boundary(text, room);
+    let marker = cut_marker(text.len() - end);
+    text.truncate(end);
+    text.push(' ');
+    text.push_str(&marker);
+}
+
+/// Cuts `text` to at most `cap` bytes, keeping its end and starting with the marker.
+fn keep_end(text: &mut String, cap: usize) {
+    if text.len() <= cap {
+        return;
+    }
+    let room = cap.saturating_sub(cut_marker(text.len()).len() + 1);
+    let mut start = text.len() - room.min(text.len());
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let kept = format!("{}\n{}", cut_marker(start), &text[start..]);
+    *text = kept;
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
 }
 
 /// Captured text of one output stream.
@@ -215,6 +277,27 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_text_is_capped_with_a_marker_inside_the_cap() {
+        let huge = ErrorDetail {
+            kind: "K".repeat(10_000),
+            message: "é".repeat(5_000_000),
+            traceback: format!("{}\nValueError: the end", "frame\n".repeat(1_000_000)),
+        }
+        .capped();
+        assert!(huge.kind.len() <= MAX_ERROR_KIND_BYTES && huge.kind.ends_with("bytes cut]"), "{}", huge.kind);
+        assert!(huge.message.len() <= MAX_ERROR_MESSAGE_BYTES, "{}", huge.message.len());
+        assert!(huge.message.starts_with("éé") && huge.message.ends_with("bytes cut]"));
+        assert!(huge.traceback.len() <= MAX_ERROR_TRACEBACK_BYTES, "{}", huge.traceback.len());
+        assert!(huge.traceback.starts_with("[… ") && huge.traceback.ends_with("ValueError: the end"));
+        // The marker counts what was cut: kept + cut is the original length.
+        let cut: usize = huge.kind.rsplit("[… ").next().unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(huge.kind.find(" [… ").unwrap() + cut, 10_000);
+
+        let small = ErrorDetail { kind: "ValueError".into(), message: "bad".into(), traceback: "tb".into() };
+        assert_eq!(small.clone().capped(), small, "text within the caps is untouched");
+    }
 
     #[test]
     fn statuses_serialize_as_their_words() {

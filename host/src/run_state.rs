@@ -10,10 +10,14 @@ use crate::cancel::CancelToken;
 
 /// Table growth beyond this many elements is refused; CPython needs a few thousand.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+/// What one table element is counted as against `max_memory_bytes`: the host stores a
+/// pointer per element.
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
-/// Enforces `max_memory_bytes` over all of a guest's linear memories together and
-/// latches the first refusal, because CPython turns a refused `memory.grow` into a
-/// catchable `MemoryError` that guest code may swallow.
+/// Enforces `max_memory_bytes` over all of a guest's linear memories and tables together
+/// (a table element counts [`TABLE_ELEMENT_BYTES`]) and latches the first refusal,
+/// because CPython turns a refused `memory.grow` into a catchable `MemoryError` that
+/// guest code may swallow.
 pub(crate) struct MemoryGuard {
     max_bytes: usize,
     total_bytes: usize,
@@ -54,8 +58,14 @@ impl wasmtime::ResourceLimiter for MemoryGuard {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+    fn table_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        let growth = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
+        let current_bytes = current.saturating_mul(TABLE_ELEMENT_BYTES);
+        self.memory_growing(current_bytes, current_bytes.saturating_add(growth), None)
     }
 }
 
@@ -97,5 +107,43 @@ mod tests {
         assert!(guard.memory_growing(30, 40, None).unwrap(), "still room for 10");
         assert!(guard.exceeded(), "the breach stays latched");
         assert_eq!(guard.peak_bytes(), 100);
+    }
+
+    #[test]
+    fn tables_count_against_the_same_cap() {
+        let mut guard = MemoryGuard::new(1_000);
+        assert!(guard.memory_growing(0, 600, None).unwrap());
+        assert!(guard.table_growing(0, 40, None).unwrap(), "40 elements: 320 bytes");
+        assert!(!guard.exceeded());
+        assert!(!guard.table_growing(40, 80, None).unwrap(), "600 + 640 > 1000");
+        assert!(guard.exceeded(), "a refused table growth is latched like a memory one");
+        let mut guard = MemoryGuard::new(u64::MAX);
+        assert!(!guard.table_growing(0, MAX_TABLE_ELEMENTS + 1, None).unwrap());
+    }
+
+    /// The limiter as wasmtime calls it: a module whose `table.grow` would take its
+    /// memory and tables past the cap gets -1, and the breach is latched.
+    #[test]
+    fn wasm_table_growth_is_refused_past_the_memory_cap() {
+        let engine = wasmtime::Engine::default();
+        let module = wasmtime::Module::new(
+            &engine,
+            r#"(module
+                (memory 1)
+                (table 16 funcref)
+                (func (export "grow") (param i32) (result i32)
+                    (table.grow (ref.null func) (local.get 0))))"#,
+        )
+        .unwrap();
+        // One 64 KiB page plus 16 elements, and room for 1,000 more elements.
+        let cap = 65_536 + (16 + 1_000) * TABLE_ELEMENT_BYTES as u64;
+        let mut store = wasmtime::Store::new(&engine, MemoryGuard::new(cap));
+        store.limiter(|guard| guard);
+        let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+        let grow = instance.get_typed_func::<i32, i32>(&mut store, "grow").unwrap();
+        assert_eq!(grow.call(&mut store, 1_000).unwrap(), 16, "within the cap");
+        assert!(!store.data().exceeded());
+        assert_eq!(grow.call(&mut store, 1).unwrap(), -1, "one element past the cap");
+        assert!(store.data().exceeded());
     }
 }

@@ -11,7 +11,14 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::import_check::{self, ImportPolicy};
 use crate::run_state::RunState;
-use crate::worker::GuestSource;
+
+/// The file a runtime was loaded from and its import policy: what a worker process
+/// loads to run the same guest. Runtimes built from bytes have none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct GuestSource {
+    pub(crate) path: PathBuf,
+    pub(crate) policy: ImportPolicy,
+}
 
 /// A guest component compiled for an [`Engine`], with its imports resolved once
 /// (`InstancePre`) so each run only instantiates. Cheap to clone; `Send + Sync`.

@@ -8,13 +8,11 @@ use crate::audit::{AuditConfig, AuditEvent, AuditSink, TracingSink};
 use crate::broker::link::GuestBroker;
 use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, Reach, RunIdentity, RunTree, Scope, Tools};
 use crate::cancel::CancelToken;
-use crate::error::Error;
 use crate::execution;
-use crate::isolation::Isolation;
 use crate::limits::Limits;
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::Runtime;
-use crate::worker::{WorkerOptions, WorkerPool};
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 /// A reusable run configuration: a runtime, the tools, a scope and limits. Cheap to
@@ -44,8 +42,25 @@ pub struct Sandbox {
     /// Audit sink, compiled redaction policy and engine metrics: built when configured,
     /// not per run.
     observers: Observers,
-    /// Worker processes, when runs are isolated in them; `None` runs in this process.
-    workers: Option<Arc<WorkerPool>>,
+    /// Where runs execute when not in this process (worker processes); `None` runs
+    /// them here.
+    executor: Option<Arc<dyn Executor>>,
+}
+
+/// Executes runs somewhere other than this process: the seam through which worker
+/// processes serve a sandbox's runs (see `worker/`). The broker stays here: the executor
+/// gets the run's [`BrokerCtx`] and answers the guest's tool calls through it.
+pub(crate) trait Executor: Send + Sync + std::fmt::Debug {
+    /// Runs `code` under `limits`; every ending is an [`Outcome`] whose trail is the
+    /// broker's.
+    fn execute<'a>(
+        &'a self,
+        limits: &'a Limits,
+        code: &'a str,
+        input_json: &'a str,
+        broker: BrokerCtx,
+        cancel: &'a CancelToken,
+    ) -> BoxFuture<'a, Outcome>;
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -54,7 +69,7 @@ impl std::fmt::Debug for Sandbox {
             .field("runtime", &self.runtime)
             .field("scope", &self.scope)
             .field("limits", &self.limits)
-            .field("workers", &self.workers)
+            .field("executor", &self.executor)
             .finish_non_exhaustive()
     }
 }
@@ -79,34 +94,20 @@ impl Sandbox {
                 &AuditConfig::default(),
                 Arc::clone(runtime.engine().metrics_handle()),
             ),
-            workers: None,
+            executor: None,
             runtime,
         }
     }
 
-    /// Runs each guest in a worker process under `isolation` (default workers, see
-    /// [`WorkerOptions`]); [`Isolation::InProcess`] runs it in this process again.
-    ///
-    /// # Errors
-    /// [`Error::Isolation`] when the isolation cannot be provided here (no worker
-    /// binary, wrapper missing or unable to sandbox, a runtime loaded from bytes).
-    /// There is no fallback to a weaker isolation.
-    pub fn isolation(self, isolation: Isolation) -> Result<Self, Error> {
-        self.isolation_with(isolation, WorkerOptions::default())
+    /// The runtime runs use.
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.runtime
     }
 
-    /// Like [`Sandbox::isolation`], with the worker binary and warm-worker count given.
-    ///
-    /// # Errors
-    /// As [`Sandbox::isolation`].
-    pub fn isolation_with(mut self, isolation: Isolation, options: WorkerOptions) -> Result<Self, Error> {
-        self.workers = match isolation {
-            Isolation::InProcess => None,
-            isolation => {
-                Some(Arc::new(WorkerPool::new(isolation, options, self.runtime.engine(), self.runtime.source())?))
-            }
-        };
-        Ok(self)
+    /// Runs execute through `executor`, or in this process with `None`.
+    pub(crate) fn with_executor(mut self, executor: Option<Arc<dyn Executor>>) -> Self {
+        self.executor = executor;
+        self
     }
 
     /// Sets which tools runs may call.
@@ -216,7 +217,7 @@ impl Sandbox {
                             tree,
                             observers.clone(),
                         );
-                        match &self.workers {
+                        match &self.executor {
                             None => {
                                 let broker = GuestBroker::Local(broker);
                                 execution::execute(
@@ -229,7 +230,9 @@ impl Sandbox {
                                 )
                                 .await
                             }
-                            Some(workers) => workers.run(&self.limits, code, &input_json, broker, cancel).await,
+                            Some(executor) => {
+                                executor.execute(&self.limits, code, &input_json, broker, cancel).await
+                            }
                         }
                     }
                 }

@@ -1,9 +1,16 @@
-//! How a run ended, classified by type (never by comparing message strings), and the
-//! precedence that turns it plus the latched breaches into one [`Outcome`] status.
+//! How a run ended and what the outcome says about it: the one owner of status
+//! precedence and of every cap an outcome obeys.
+//!
+//! An in-process run ends as a [`Termination`], classified by type (never by comparing
+//! message strings), and [`Termination::into_outcome`] combines it with the breaches
+//! the host latched. A worker's run comes back as an [`Outcome`] the worker built the
+//! same way, and [`vouch_for`] takes it on the parent's terms. Both end in [`settle`]:
+//! the tool breach the parent's broker latched, the output, value and error-text caps,
+//! and "a value only with `ok` (or `tool_limit`), an error with every other status".
 
 use wasmtime::{PoolConcurrencyLimitError, Trap};
 
-use crate::broker;
+use crate::broker::{self, JsonError};
 use crate::limits::Limits;
 use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputLimitExceeded;
@@ -15,6 +22,8 @@ pub(crate) enum Termination {
     Returned(String),
     /// The runner returned a typed guest error.
     GuestError(ErrorDetail),
+    /// The guest called WASI `exit` (Python's `os._exit`) with this code.
+    Exit(i32),
     /// The wall-clock deadline passed.
     Timeout,
     /// The caller cancelled.
@@ -27,12 +36,29 @@ pub(crate) enum Termination {
     PoolExhausted(String),
     /// Any other trap: the guest misbehaved (e.g. `unreachable`, stack overflow).
     Trapped(String),
+    /// The guest broke the component contract while its run was executing: it handed
+    /// the host a string out of bounds or not UTF-8, or more data in one call than the
+    /// Store's hostcall budget allows, or a handle it does not own.
+    BrokeContract(String),
     /// A failure that is not the guest's doing.
     Internal(String),
 }
 
+/// When the error arose: setting the instance up is the host's business, but once the
+/// guest's `run` executes, every error comes from what the guest did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Instantiation.
+    Instantiate,
+    /// The call of the guest's `run` export, lifting its result included.
+    Run,
+}
+
 /// Classifies an error returned by instantiation or the guest call.
-pub(crate) fn classify_trap(err: &wasmtime::Error, cancelled: bool) -> Termination {
+pub(crate) fn classify_trap(err: &wasmtime::Error, cancelled: bool, phase: Phase) -> Termination {
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return Termination::Exit(exit.0);
+    }
     match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) if cancelled => Termination::Cancelled,
         Some(Trap::Interrupt) => Termination::Timeout,
@@ -43,59 +69,132 @@ pub(crate) fn classify_trap(err: &wasmtime::Error, cancelled: bool) -> Terminati
         // the admission queue full, and may be retried.
         None => match err.downcast_ref::<PoolConcurrencyLimitError>() {
             Some(full) => Termination::PoolExhausted(full.to_string()),
+            // The root cause alone: the layers above it are wasm backtraces.
+            None if phase == Phase::Run => Termination::BrokeContract(err.root_cause().to_string()),
             None => Termination::Internal(format!("{err:#}")),
         },
     }
 }
 
+/// What the host latched during a run, whatever the guest did afterwards.
+#[derive(Debug, Default)]
+pub(crate) struct Latched {
+    /// The guest tried to grow its memory past the cap.
+    pub(crate) memory: bool,
+    /// The guest wrote past an output cap.
+    pub(crate) output: bool,
+    /// The first tool budget the run went over.
+    pub(crate) tool: Option<ErrorDetail>,
+}
+
 impl Termination {
     /// Combines the termination with the breaches latched during the run. Hard stops
-    /// (deadline, fuel, cancel) win because they ended the run; then memory, output
-    /// and tool budgets, whatever the guest did after hitting them; then the guest's
-    /// own result.
-    pub(crate) fn into_outcome(
-        self,
-        limits: &Limits,
-        memory_exceeded: bool,
-        output_exceeded: bool,
-        tool_breach: Option<ErrorDetail>,
-    ) -> Outcome {
+    /// (deadline, fuel, cancel) win because they ended the run; then memory and output,
+    /// whatever the guest did after hitting them; then (in [`settle`]) tool budgets; then
+    /// the guest's own result.
+    pub(crate) fn into_outcome(self, limits: &Limits, latched: Latched) -> Outcome {
         let mut value = None;
         let (status, error) = match self {
-            Termination::Timeout => (Status::Timeout, timeout_detail(limits)),
-            Termination::Cancelled => (Status::Cancelled, ErrorDetail::new("cancelled", "the run was cancelled")),
+            Termination::Timeout => (Status::Timeout, Some(timeout_detail(limits))),
+            Termination::Cancelled => {
+                (Status::Cancelled, Some(ErrorDetail::new("cancelled", "the run was cancelled")))
+            }
             Termination::FuelExhausted => (
                 Status::FuelExhausted,
-                ErrorDetail::new(
+                Some(ErrorDetail::new(
                     "fuel",
                     format!("the run used its fuel budget of {}", limits.fuel.unwrap_or_default()),
-                ),
+                )),
             ),
-            _ if memory_exceeded => (Status::MemoryExhausted, memory_detail(limits)),
-            Termination::OutputLimit => (Status::OutputLimit, output_detail(limits)),
-            _ if output_exceeded => (Status::OutputLimit, output_detail(limits)),
+            _ if latched.memory => (Status::MemoryExhausted, Some(memory_detail(limits))),
+            Termination::OutputLimit => (Status::OutputLimit, Some(output_detail(limits))),
+            _ if latched.output => (Status::OutputLimit, Some(output_detail(limits))),
             Termination::Returned(json) => match parse_result(&json, limits) {
                 Ok(parsed) => {
                     value = Some(parsed);
-                    match tool_breach {
-                        Some(breach) => (Status::ToolLimit, breach),
-                        None => return ok(value),
-                    }
+                    (Status::Ok, None)
                 }
-                Err((status, detail)) => (status, detail),
+                Err((status, detail)) => (status, Some(detail)),
             },
-            _ if tool_breach.is_some() => (Status::ToolLimit, tool_breach.unwrap_or_else(|| unreachable!())),
-            Termination::GuestError(detail) => (Status::Error, detail),
+            Termination::GuestError(detail) => (Status::Error, Some(detail)),
+            Termination::Exit(code) => (
+                Status::Error,
+                Some(ErrorDetail::new("exit", format!("the guest exited (WASI exit) with code {code}"))),
+            ),
             Termination::Trapped(trap) => {
-                (Status::Error, ErrorDetail::new("Trap", format!("the guest trapped: {trap}")))
+                (Status::Error, Some(ErrorDetail::new("Trap", format!("the guest trapped: {trap}"))))
             }
-            Termination::Internal(message) => (Status::Internal, ErrorDetail::new("internal", message)),
+            Termination::BrokeContract(reason) => (
+                Status::Error,
+                Some(ErrorDetail::new("ContractError", format!("the guest broke the component contract: {reason}"))),
+            ),
+            Termination::Internal(message) => (Status::Internal, Some(ErrorDetail::new("internal", message))),
             Termination::PoolExhausted(reason) => (
                 Status::Rejected,
-                ErrorDetail::new("instance_pool", format!("no free guest instance in the engine's pool: {reason}")),
+                Some(ErrorDetail::new(
+                    "instance_pool",
+                    format!("no free guest instance in the engine's pool: {reason}"),
+                )),
             ),
         };
-        Outcome { status, value, error: Some(error), ..ok(None) }
+        settle(Outcome { status, value, error, ..ok(None) }, limits, latched.tool)
+    }
+}
+
+/// Takes a worker's outcome on the parent's terms: the parent's latched tool breach
+/// applies, and nothing in it may exceed what the run's limits allow an in-process run.
+pub(crate) fn vouch_for(reported: Outcome, limits: &Limits, tool_breach: Option<ErrorDetail>) -> Outcome {
+    settle(reported, limits, tool_breach)
+}
+
+/// The last word on every outcome, in-process or from a worker.
+///
+/// A tool breach turns `ok` and `error` into `tool_limit` (keeping an `ok` run's value:
+/// the guest finished, but over a budget); the statuses that ended the run for a harder
+/// reason keep theirs. Then every cap: stdout and stderr, the value (strict JSON within
+/// `max_result_bytes` and `max_json_depth`), the error text. A value survives only `ok`
+/// and `tool_limit`; every status but `ok` has an error.
+pub(crate) fn settle(mut outcome: Outcome, limits: &Limits, tool_breach: Option<ErrorDetail>) -> Outcome {
+    cap_output(&mut outcome.stdout, limits.max_stdout_bytes);
+    cap_output(&mut outcome.stderr, limits.max_stderr_bytes);
+    if let Some(value) = &outcome.value {
+        if let Err(err) = broker::serialize_capped(value, limits.max_result_bytes, limits.max_json_depth, "the run's value")
+        {
+            let (status, kind) = match err {
+                JsonError::TooLarge { .. } => (Status::OutputLimit, "max_result_bytes"),
+                _ => (Status::Error, "ContractError"),
+            };
+            outcome.status = status;
+            outcome.value = None;
+            outcome.error = Some(ErrorDetail::new(kind, err.to_string()));
+        }
+    }
+    if let Some(breach) = tool_breach {
+        if matches!(outcome.status, Status::Ok | Status::Error) {
+            outcome.status = Status::ToolLimit;
+            outcome.error = Some(breach);
+        }
+    }
+    if !matches!(outcome.status, Status::Ok | Status::ToolLimit) {
+        outcome.value = None;
+    }
+    outcome.error = match (outcome.status, outcome.error.take()) {
+        (Status::Ok, _) => None,
+        (_, Some(error)) => Some(error.capped()),
+        (status, None) => Some(ErrorDetail::new(status.as_str(), format!("the run ended `{status}`"))),
+    };
+    outcome
+}
+
+fn cap_output(output: &mut CapturedOutput, cap: u64) {
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    if output.text.len() > cap {
+        let mut end = cap;
+        while !output.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        output.text.truncate(end);
+        output.truncated = true;
     }
 }
 
@@ -116,9 +215,7 @@ fn ok(value: Option<serde_json::Value>) -> Outcome {
 fn parse_result(json: &str, limits: &Limits) -> Result<serde_json::Value, (Status, ErrorDetail)> {
     broker::parse_capped(json, limits.max_result_bytes, limits.max_json_depth, "the run's value").map_err(|err| {
         match err {
-            broker::JsonError::TooLarge { .. } => {
-                (Status::OutputLimit, ErrorDetail::new("max_result_bytes", err.to_string()))
-            }
+            JsonError::TooLarge { .. } => (Status::OutputLimit, ErrorDetail::new("max_result_bytes", err.to_string())),
             _ => (Status::Error, ErrorDetail::new("ContractError", err.to_string())),
         }
     })
@@ -145,24 +242,29 @@ fn output_detail(limits: &Limits) -> ErrorDetail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::{MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES};
     use serde_json::json;
 
-    fn outcome(t: Termination, memory: bool, output: bool, breach: Option<ErrorDetail>) -> Outcome {
-        t.into_outcome(&Limits::default(), memory, output, breach)
+    fn outcome(t: Termination, memory: bool, output: bool, tool: Option<ErrorDetail>) -> Outcome {
+        t.into_outcome(&Limits::default(), Latched { memory, output, tool })
     }
 
     #[test]
     fn traps_are_classified_by_type() {
+        let run = Phase::Run;
         let interrupt = wasmtime::Error::new(Trap::Interrupt);
-        assert!(matches!(classify_trap(&interrupt, false), Termination::Timeout));
-        assert!(matches!(classify_trap(&interrupt, true), Termination::Cancelled));
+        assert!(matches!(classify_trap(&interrupt, false, run), Termination::Timeout));
+        assert!(matches!(classify_trap(&interrupt, true, run), Termination::Cancelled));
         let fuel = wasmtime::Error::new(Trap::OutOfFuel);
-        assert!(matches!(classify_trap(&fuel, false), Termination::FuelExhausted));
+        assert!(matches!(classify_trap(&fuel, false, run), Termination::FuelExhausted));
         let other = wasmtime::Error::new(Trap::UnreachableCodeReached);
-        assert!(matches!(classify_trap(&other, false), Termination::Trapped(_)));
-        // A message that merely *says* timeout is not a timeout.
+        assert!(matches!(classify_trap(&other, false, run), Termination::Trapped(_)));
+        let exit = wasmtime::Error::new(wasmtime_wasi::I32Exit(3)).context("wasm backtrace: ...");
+        assert!(matches!(classify_trap(&exit, false, run), Termination::Exit(3)));
+        // A message that merely *says* timeout is not a timeout, nor is one that says exit.
         let liar = wasmtime::format_err!("timeout");
-        assert!(matches!(classify_trap(&liar, false), Termination::Internal(_)));
+        assert!(matches!(classify_trap(&liar, false, Phase::Instantiate), Termination::Internal(_)));
+        assert!(matches!(classify_trap(&liar, false, run), Termination::BrokeContract(_)));
     }
 
     #[test]
@@ -179,6 +281,35 @@ mod tests {
         let o = outcome(Termination::Returned("[1]".into()), false, false, Some(breach));
         assert_eq!((o.status, o.value), (Status::ToolLimit, Some(json!([1]))));
         assert_eq!(o.error.unwrap().kind, "max_tool_calls");
+    }
+
+    #[test]
+    fn an_exit_is_the_guests_error_without_a_host_backtrace() {
+        let o = outcome(Termination::Exit(0), false, false, None);
+        assert_eq!(o.status, Status::Error);
+        let error = o.error.unwrap();
+        assert_eq!((error.kind.as_str(), error.message.as_str()), ("exit", "the guest exited (WASI exit) with code 0"));
+    }
+
+    #[test]
+    fn guest_error_text_is_capped_in_process_and_from_a_worker() {
+        let huge = || ErrorDetail {
+            kind: "E".repeat(1 << 20),
+            message: "m".repeat(10 << 20),
+            traceback: "t".repeat(10 << 20),
+        };
+        let small = |e: &ErrorDetail| {
+            e.kind.len() <= MAX_ERROR_KIND_BYTES
+                && e.message.len() <= MAX_ERROR_MESSAGE_BYTES
+                && e.traceback.len() <= MAX_ERROR_TRACEBACK_BYTES
+        };
+        let o = outcome(Termination::GuestError(huge()), false, false, None);
+        assert_eq!(o.status, Status::Error);
+        assert!(small(o.error.as_ref().unwrap()));
+        let reported = Outcome { error: Some(huge()), ..Outcome::early(Status::Error, ErrorDetail::new("", "")) };
+        let o = vouch_for(reported, &Limits::default(), None);
+        assert_eq!(o.status, Status::Error);
+        assert!(small(o.error.as_ref().unwrap()));
     }
 
     #[test]

@@ -115,6 +115,24 @@ mod guest {
         check_batch(&rust_guest("batch")).await;
     }
 
+    /// A guest's error text is capped by the host whatever the guest sends, and one too
+    /// large to take in through a single hostcall is the guest's broken contract, an
+    /// `error` — never `internal`.
+    #[tokio::test]
+    async fn huge_error() {
+        let guest = rust_guest("huge_error").limits(Limits { max_memory_bytes: 1 << 30, ..Limits::default() });
+        let outcome = run(&guest, "", json!({"bytes": 1 << 20})).await;
+        assert_eq!((outcome.status, error_kind(&outcome)), (Status::Error, "HugeError"), "{:?}", outcome.error);
+        let error = outcome.error.unwrap();
+        assert!(error.message.len() <= wasmbox::MAX_ERROR_MESSAGE_BYTES && error.message.ends_with("bytes cut]"));
+        assert!(error.traceback.len() <= wasmbox::MAX_ERROR_TRACEBACK_BYTES && error.traceback.starts_with("[… "));
+        // Message and traceback of 96 MiB each: more than the Store's 128 MiB a hostcall.
+        let outcome = run(&guest, "", json!({"bytes": 96 << 20})).await;
+        assert_eq!((outcome.status, error_kind(&outcome)), (Status::Error, "ContractError"), "{:?}", outcome.error);
+        let message = outcome.error.unwrap().message;
+        assert!(message.contains("component contract") && !message.contains("backtrace"), "{message}");
+    }
+
     /// Unbounded recursion is stopped by wasmtime's stack limit: a trap, so `error`.
     #[tokio::test]
     async fn stack_overflow() {

@@ -2,13 +2,26 @@
 //! four names per capability: the per-store state ([`GuestBroker`]), a view trait that
 //! projects it out of the store's data ([`BrokerView`]), the borrowed view the host
 //! functions are implemented on ([`BrokerCtxView`]), and a zero-sized [`Broker`] marker.
+//!
+//! A guest's calls are answered by the broker in this process, or by one elsewhere
+//! through [`RemoteBroker`] — the seam a worker process implements to forward them to
+//! its parent. The core names no such client.
 
+use futures::future::BoxFuture;
 use wasmtime::component::{HasData, Linker};
 
 use super::{BrokerCtx, CallError, ToolSummary};
 use crate::bindings::wasmbox::sandbox::tools;
 use crate::outcome::{ErrorDetail, ToolCallRecord};
-use crate::worker::ParentBroker;
+
+/// A broker outside this process that answers a guest's tool calls: it decides and
+/// keeps the trail; this side only forwards.
+pub(crate) trait RemoteBroker: Send {
+    /// What the run may call, as the remote broker said.
+    fn list(&self) -> Vec<ToolSummary>;
+    /// Forwards one call; the remote broker's answer is the guest's.
+    fn call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<String, CallError>>;
+}
 
 /// Who answers a guest's tool calls.
 // One per run, moved once into the Store: boxing the larger variant would buy nothing.
@@ -16,31 +29,30 @@ use crate::worker::ParentBroker;
 pub(crate) enum GuestBroker {
     /// The broker itself, in this process.
     Local(BrokerCtx),
-    /// Inside a worker process: the broker in the parent, over the worker's pipe. The
-    /// parent checks every call; this side only forwards.
-    Parent(ParentBroker),
+    /// A broker elsewhere (a worker's parent), which checks every call.
+    Remote(Box<dyn RemoteBroker>),
 }
 
 impl GuestBroker {
     fn list(&self) -> Vec<ToolSummary> {
         match self {
             GuestBroker::Local(ctx) => ctx.list(),
-            GuestBroker::Parent(parent) => parent.list(),
+            GuestBroker::Remote(remote) => remote.list(),
         }
     }
 
     async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
         match self {
             GuestBroker::Local(ctx) => ctx.call(name, args_json).await,
-            GuestBroker::Parent(parent) => parent.call(name, args_json).await,
+            GuestBroker::Remote(remote) => remote.call(name, args_json).await,
         }
     }
 
-    /// The trail and the latched breach; the parent keeps both for forwarded calls.
+    /// The trail and the latched breach; a remote broker keeps both itself.
     pub(crate) fn into_report(self) -> (Vec<ToolCallRecord>, Option<ErrorDetail>) {
         match self {
             GuestBroker::Local(ctx) => ctx.into_report(),
-            GuestBroker::Parent(_) => (Vec::new(), None),
+            GuestBroker::Remote(_) => (Vec::new(), None),
         }
     }
 }

@@ -228,12 +228,17 @@ impl Default for Observers {
     }
 }
 
-/// What a guest may see of one tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ToolSummary {
-    pub(crate) name: String,
-    pub(crate) description: String,
-    pub(crate) args_schema: String,
+/// What a guest may see of one tool: what `list_tools()` shows it, and what a worker's
+/// parent sends the worker for the run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSummary {
+    /// The tool's name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its argument JSON Schema, as JSON text.
+    pub args_schema: String,
 }
 
 /// Per-run broker state: scope, limits, spent budgets, the trail, the first breach.

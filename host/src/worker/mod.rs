@@ -13,9 +13,7 @@ pub mod protocol;
 mod serve;
 
 pub use crate::isolation::harden_worker_process as harden_process;
-pub(crate) use pool::{GuestSource, WorkerPool};
-pub use pool::{WorkerOptions, WORKER_PROGRAM_ENV};
-pub(crate) use serve::ParentBroker;
+pub use pool::{WorkerOptions, DEFAULT_MAX_RUNS_PER_WORKER, WORKER_PROGRAM_ENV};
 pub use serve::{serve, WorkerConfig, WorkerError};
 
 #[cfg(test)]

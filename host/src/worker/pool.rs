@@ -4,21 +4,26 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::process::{Fault, WorkerProcess};
-use super::protocol::{max_reply_frame_bytes, RunRequest, ToolListing};
-use crate::broker::{self, BrokerCtx, JsonError};
+use super::protocol::{max_reply_frame_bytes, RunRequest};
+use super::serve::WorkerConfig;
+use crate::broker::{BrokerCtx, ToolSummary};
 use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::import_check::ImportPolicy;
 use crate::isolation::{self, Isolation, WorkerLaunch};
 use crate::limits::Limits;
-use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Status};
+use crate::execution;
+use crate::outcome::{ErrorDetail, Outcome, Status};
+use crate::runtime::GuestSource;
+use crate::sandbox::{Executor, Sandbox};
+use crate::termination::vouch_for;
 
 /// What a worker process may use beyond the guest's own memory cap: its code, the
 /// mapped precompiled guest, the runtime's stacks and buffers.
@@ -38,20 +43,39 @@ pub struct WorkerOptions {
     pub program: Option<PathBuf>,
     /// Workers kept running between runs, each serving one run at a time. 0 starts a
     /// fresh process for every run (slower, nothing survives a run). Default 2.
+    ///
+    /// A warm worker serves only runs with the same limits and the same tools in scope
+    /// as the run that launched it (its OS limits come from that run), and is retired
+    /// after a run that ended on a breach (any status but `ok`, `error` and
+    /// `tool_limit`, which the parent alone latches) or after
+    /// [`max_runs_per_worker`](Self::max_runs_per_worker) runs.
     pub max_idle_workers: usize,
+    /// Runs one worker process serves before it is retired. Default
+    /// [`DEFAULT_MAX_RUNS_PER_WORKER`]; must be at least 1.
+    pub max_runs_per_worker: u32,
 }
+
+/// The default [`WorkerOptions::max_runs_per_worker`].
+pub const DEFAULT_MAX_RUNS_PER_WORKER: u32 = 100;
 
 impl Default for WorkerOptions {
     fn default() -> Self {
-        WorkerOptions { program: None, max_idle_workers: 2 }
+        WorkerOptions { program: None, max_idle_workers: 2, max_runs_per_worker: DEFAULT_MAX_RUNS_PER_WORKER }
     }
 }
 
-/// The guest file and import policy a worker loads; runtimes built from bytes have none.
+/// What a warm worker was launched for: a later run may reuse it only if it matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct GuestSource {
-    pub(crate) path: PathBuf,
-    pub(crate) policy: ImportPolicy,
+struct RunShape {
+    limits: Limits,
+    tools: Vec<ToolSummary>,
+}
+
+/// An idle worker and what it may serve.
+struct IdleWorker {
+    process: WorkerProcess,
+    shape: RunShape,
+    runs: u32,
 }
 
 /// The worker processes of one sandbox configuration.
@@ -59,12 +83,11 @@ pub(crate) struct WorkerPool {
     isolation: Isolation,
     program: PathBuf,
     guest: GuestSource,
-    cache_dir: PathBuf,
-    epoch_tick_ms: u64,
-    fuel_metering: bool,
-    keep_resident_bytes: usize,
+    /// The engine settings every worker is started with: the parent's.
+    config: WorkerConfig,
     max_idle: usize,
-    idle: Mutex<Vec<WorkerProcess>>,
+    max_runs: u32,
+    idle: Mutex<Vec<IdleWorker>>,
 }
 
 impl std::fmt::Debug for WorkerPool {
@@ -92,6 +115,10 @@ impl WorkerPool {
                      Runtime::from_file, python or javascript"
                 .into(),
         })?;
+        if options.max_runs_per_worker == 0 {
+            let reason = "WorkerOptions::max_runs_per_worker must be at least 1".to_owned();
+            return Err(Error::Isolation { isolation: name, reason });
+        }
         let program = match options.program {
             Some(program) => program,
             None => default_program().map_err(|reason| Error::Isolation { isolation: name, reason })?,
@@ -104,57 +131,74 @@ impl WorkerPool {
             isolation,
             program,
             guest,
-            cache_dir: engine.cache_dir().to_owned(),
-            epoch_tick_ms: engine.epoch_tick().as_millis() as u64,
-            fuel_metering: engine.meters_fuel(),
-            keep_resident_bytes: engine.keep_resident_bytes(),
+            config: WorkerConfig {
+                cache_dir: engine.cache_dir().to_owned(),
+                epoch_tick_ms: engine.epoch_tick().as_millis() as u64,
+                fuel_metering: engine.meters_fuel(),
+                keep_resident_bytes: engine.keep_resident_bytes(),
+                max_data_bytes: None,
+            },
             max_idle: options.max_idle_workers,
+            max_runs: options.max_runs_per_worker,
             idle: Mutex::default(),
         };
         isolation::plan(&pool.isolation, &pool.launch(&Limits::default())).map_err(|err| err.into_error(name))?;
         Ok(pool)
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<WorkerProcess>> {
+    fn idle(&self) -> MutexGuard<'_, Vec<IdleWorker>> {
         self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn launch(&self, limits: &Limits) -> WorkerLaunch {
-        let mut worker_args: Vec<OsString> = vec!["worker".into(), "--cache-dir".into()];
-        worker_args.push(self.cache_dir.clone().into_os_string());
-        worker_args.push("--epoch-tick-ms".into());
-        worker_args.push(self.epoch_tick_ms.to_string().into());
-        if self.fuel_metering {
-            worker_args.push("--fuel-metering".into());
-        }
-        worker_args.push("--keep-resident-bytes".into());
-        worker_args.push(self.keep_resident_bytes.to_string().into());
+        let memory_limit_bytes = limits.max_memory_bytes.saturating_add(WORKER_OVERHEAD_BYTES);
+        // The worker caps itself at the same figure (its RLIMIT_DATA) under every wrapper.
+        let config = WorkerConfig { max_data_bytes: Some(memory_limit_bytes), ..self.config.clone() };
+        let mut worker_args: Vec<OsString> = vec!["worker".into()];
+        worker_args.extend(config.to_args());
         WorkerLaunch {
             worker_program: self.program.clone(),
             worker_args,
-            read_only_paths: vec![self.guest.path.clone(), self.cache_dir.clone()],
-            memory_limit_bytes: limits.max_memory_bytes.saturating_add(WORKER_OVERHEAD_BYTES),
+            read_only_paths: vec![self.guest.path.clone(), self.config.cache_dir.clone()],
+            memory_limit_bytes,
             name: format!("wasmbox-worker-{}", uuid::Uuid::new_v4()),
         }
     }
 
-    async fn take_or_launch(&self, limits: &Limits) -> Result<WorkerProcess, Fault> {
+    /// A warm worker launched for runs of this shape, else a new one. Returns the runs
+    /// it has served.
+    async fn take_or_launch(&self, shape: &RunShape) -> Result<(WorkerProcess, u32), Fault> {
         loop {
-            let Some(mut worker) = self.idle().pop() else { break };
+            let found = {
+                let mut idle = self.idle();
+                let found = idle.iter().rposition(|worker| worker.shape == *shape);
+                found.map(|at| idle.swap_remove(at))
+            };
+            let Some(mut worker) = found else { break };
             // A warm worker may have been killed from outside while idle.
-            if worker.is_alive() {
-                return Ok(worker);
+            if worker.process.is_alive() {
+                return Ok((worker.process, worker.runs));
             }
         }
-        let launch = self.launch(limits);
+        let launch = self.launch(&shape.limits);
         let plan = isolation::plan(&self.isolation, &launch).map_err(|e| Fault::Launch(e.to_string()))?;
-        WorkerProcess::launch(plan, launch.memory_limit_bytes).await
+        Ok((WorkerProcess::launch(plan, launch.memory_limit_bytes).await?, 0))
     }
 
-    fn give_back(&self, worker: WorkerProcess) {
+    /// Keeps a worker that just served a run for the next run of the same shape, or
+    /// retires it: after a breach, after its last allowed run, or when the idle set is
+    /// full (the longest-idle worker goes first).
+    fn give_back(&self, process: WorkerProcess, shape: RunShape, runs: u32, ended: Status) {
+        let healthy = matches!(ended, Status::Ok | Status::Error | Status::ToolLimit);
+        if !healthy || runs >= self.max_runs || self.max_idle == 0 {
+            tokio::spawn(process.retire());
+            return;
+        }
         let mut idle = self.idle();
-        if idle.len() < self.max_idle {
-            idle.push(worker);
+        idle.push(IdleWorker { process, shape, runs });
+        if idle.len() > self.max_idle {
+            let oldest = idle.remove(0);
+            tokio::spawn(oldest.process.retire());
         }
     }
 
@@ -174,20 +218,16 @@ impl WorkerPool {
             code: code.to_owned(),
             input_json: input_json.to_owned(),
             limits: limits.clone(),
-            tools: broker
-                .list()
-                .into_iter()
-                .map(|t| ToolListing { name: t.name, description: t.description, args_schema: t.args_schema })
-                .collect(),
+            tools: broker.list(),
         };
-        let deadline =
-            Instant::now() + Duration::from_millis(limits.timeout_ms) + 2 * self.epoch_tick() + DEADLINE_GRACE;
-        let result = match self.take_or_launch(limits).await {
+        let deadline = Instant::now() + execution::time_bound(limits, self.epoch_tick()) + DEADLINE_GRACE;
+        let shape = RunShape { limits: limits.clone(), tools: request.tools.clone() };
+        let result = match self.take_or_launch(&shape).await {
             Err(fault) => Err(fault),
-            Ok(mut worker) => {
+            Ok((mut worker, runs)) => {
                 match worker.run(request, &mut broker, max_reply_frame_bytes(limits), deadline, cancel).await {
                     Ok(outcome) => {
-                        self.give_back(worker);
+                        self.give_back(worker, shape, runs + 1, outcome.status);
                         Ok(outcome)
                     }
                     Err(fault) => Err(worker.fail(fault).await),
@@ -204,7 +244,49 @@ impl WorkerPool {
     }
 
     fn epoch_tick(&self) -> Duration {
-        Duration::from_millis(self.epoch_tick_ms)
+        Duration::from_millis(self.config.epoch_tick_ms)
+    }
+}
+
+impl Sandbox {
+    /// Runs each guest in a worker process under `isolation` (default workers, see
+    /// [`WorkerOptions`]); [`Isolation::InProcess`] runs it in this process again.
+    ///
+    /// # Errors
+    /// [`Error::Isolation`] when the isolation cannot be provided here (no worker
+    /// binary, wrapper missing or unable to sandbox, a runtime loaded from bytes).
+    /// There is no fallback to a weaker isolation.
+    pub fn isolation(self, isolation: Isolation) -> Result<Self, Error> {
+        self.isolation_with(isolation, WorkerOptions::default())
+    }
+
+    /// Like [`Sandbox::isolation`], with the worker binary, warm-worker count and
+    /// recycling given.
+    ///
+    /// # Errors
+    /// As [`Sandbox::isolation`].
+    pub fn isolation_with(self, isolation: Isolation, options: WorkerOptions) -> Result<Self, Error> {
+        let executor: Option<Arc<dyn Executor>> = match isolation {
+            Isolation::InProcess => None,
+            isolation => {
+                let runtime = self.runtime();
+                Some(Arc::new(WorkerPool::new(isolation, options, runtime.engine(), runtime.source())?))
+            }
+        };
+        Ok(self.with_executor(executor))
+    }
+}
+
+impl Executor for WorkerPool {
+    fn execute<'a>(
+        &'a self,
+        limits: &'a Limits,
+        code: &'a str,
+        input_json: &'a str,
+        broker: BrokerCtx,
+        cancel: &'a CancelToken,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.run(limits, code, input_json, broker, cancel))
     }
 }
 
@@ -227,51 +309,6 @@ fn default_program() -> Result<PathBuf, String> {
              (none found beside {})",
             current.display()
         )),
-    }
-}
-
-/// Takes a worker's outcome on the parent's terms: the parent's latched tool breach
-/// applies, and nothing in it may exceed what the run's limits allow an in-process run.
-pub(crate) fn vouch_for(mut outcome: Outcome, limits: &Limits, breach: Option<ErrorDetail>) -> Outcome {
-    cap_output(&mut outcome.stdout, limits.max_stdout_bytes);
-    cap_output(&mut outcome.stderr, limits.max_stderr_bytes);
-    if let Some(value) = &outcome.value {
-        if let Err(err) =
-            broker::serialize_capped(value, limits.max_result_bytes, limits.max_json_depth, "the run's value")
-        {
-            let status = if matches!(err, JsonError::TooLarge { .. }) { Status::OutputLimit } else { Status::Error };
-            outcome.status = status;
-            outcome.value = None;
-            outcome.error = Some(ErrorDetail::new("max_result_bytes", err.to_string()));
-        }
-    }
-    if outcome.status != Status::Ok {
-        outcome.value = outcome.value.filter(|_| outcome.status == Status::ToolLimit);
-    }
-    if let Some(breach) = breach {
-        // The same precedence as in-process: hard stops and resource statuses win.
-        if matches!(outcome.status, Status::Ok | Status::Error) {
-            outcome.status = Status::ToolLimit;
-            outcome.error = Some(breach);
-        }
-    }
-    if outcome.status == Status::Ok {
-        outcome.error = None;
-    } else if outcome.error.is_none() {
-        outcome.error = Some(ErrorDetail::new("worker", format!("the worker reported `{}`", outcome.status)));
-    }
-    outcome
-}
-
-fn cap_output(output: &mut CapturedOutput, cap: u64) {
-    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
-    if output.text.len() > cap {
-        let mut end = cap;
-        while !output.text.is_char_boundary(end) {
-            end -= 1;
-        }
-        output.text.truncate(end);
-        output.truncated = true;
     }
 }
 
@@ -309,21 +346,19 @@ mod tests {
             ..EngineConfig::default()
         };
         let engine = Engine::new(config).unwrap();
-        let guest = GuestSource { path: cache.path().join("guest.wasm"), policy: ImportPolicy::Strict };
+        let guest = GuestSource { path: cache.path().join("guest.wasm"), policy: crate::ImportPolicy::Strict };
         let options = WorkerOptions { program: Some(std::env::current_exe().unwrap()), ..WorkerOptions::default() };
         let pool = WorkerPool::new(Isolation::Worker, options, &engine, Some(&guest)).unwrap();
-        let args: Vec<String> =
-            pool.launch(&Limits::default()).worker_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        let expected = [
-            "worker",
-            "--cache-dir",
-            &cache.path().to_string_lossy(),
-            "--epoch-tick-ms",
-            "7",
-            "--fuel-metering",
-            "--keep-resident-bytes",
-            "12345",
-        ];
-        assert_eq!(args, expected);
+        let mut args = pool.launch(&Limits::default()).worker_args.into_iter();
+        assert_eq!(args.next().unwrap(), "worker");
+        let config = WorkerConfig::from_args(args).unwrap();
+        let expected = WorkerConfig {
+            cache_dir: cache.path().to_owned(),
+            epoch_tick_ms: 7,
+            fuel_metering: true,
+            keep_resident_bytes: 12345,
+            max_data_bytes: Some(Limits::default().max_memory_bytes + WORKER_OVERHEAD_BYTES),
+        };
+        assert_eq!(config, expected);
     }
 }

@@ -1,7 +1,6 @@
 //! The parent's side of one worker process: launching it (under its OS wrapper), the
 //! handshake, driving one run over its pipes, and killing it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +19,8 @@ use crate::outcome::Outcome;
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a cancelled worker gets to report its run `cancelled` before it is killed.
 const CANCEL_GRACE: Duration = Duration::from_millis(500);
+/// How long a retired worker gets to exit after `shutdown` before it is killed.
+const RETIRE_GRACE: Duration = Duration::from_secs(2);
 /// How much of a worker's stderr is kept to explain a crash.
 const STDERR_TAIL_BYTES: usize = 4 << 10;
 /// The cap on frames before a run sets its own (`hello` is tiny).
@@ -42,8 +43,7 @@ pub(crate) enum Fault {
 pub(crate) struct WorkerProcess {
     child: Child,
     stdin: ChildStdin,
-    frames: mpsc::Receiver<Result<FromWorker, FrameError>>,
-    frame_cap: Arc<AtomicU32>,
+    frames: WorkerFrames,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// Kills what killing the process does not (a container).
     kill_command: Option<Command>,
@@ -69,14 +69,10 @@ impl WorkerProcess {
         };
         let stderr_tail = Arc::default();
         tokio::spawn(keep_tail(stderr, Arc::clone(&stderr_tail)));
-        let frame_cap = Arc::new(AtomicU32::new(HANDSHAKE_FRAME_BYTES));
-        let (frames_tx, frames) = mpsc::channel(4);
-        tokio::spawn(read_frames(stdout, frames_tx, Arc::clone(&frame_cap)));
         let mut worker = WorkerProcess {
             child,
             stdin,
-            frames,
-            frame_cap,
+            frames: WorkerFrames::spawn(stdout),
             stderr_tail,
             kill_command: plan.kill_command(),
             _guard: guard,
@@ -92,10 +88,11 @@ impl WorkerProcess {
     }
 
     async fn handshake(&mut self) -> Result<(), Fault> {
+        self.frames.expect(HANDSHAKE_FRAME_BYTES);
         write_frame(&mut self.stdin, &ToWorker::Hello { version: PROTOCOL_VERSION })
             .await
             .map_err(|e| Fault::Launch(format!("sending hello: {e}")))?;
-        match self.frames.recv().await {
+        match self.frames.received.recv().await {
             Some(Ok(FromWorker::Hello { version, .. })) if version == PROTOCOL_VERSION => Ok(()),
             Some(Ok(FromWorker::Hello { version, .. })) => Err(Fault::Launch(format!(
                 "the worker speaks protocol version {version}, this parent {PROTOCOL_VERSION}"
@@ -122,8 +119,18 @@ impl WorkerProcess {
         deadline: Instant,
         cancel: &CancelToken,
     ) -> Result<Outcome, Fault> {
-        self.frame_cap.store(frame_cap, Ordering::Release);
-        drive(&mut self.frames, &mut self.stdin, request, broker, deadline, cancel).await
+        self.frames.expect(frame_cap);
+        drive(&mut self.frames.received, &mut self.stdin, request, broker, deadline, cancel).await
+    }
+
+    /// Ends a worker that is done serving: asks it to shut down, and kills it (and its
+    /// container) if it has not exited shortly after.
+    pub(crate) async fn retire(mut self) {
+        let asked = write_frame(&mut self.stdin, &ToWorker::Shutdown).await.is_ok();
+        if asked && matches!(tokio::time::timeout(RETIRE_GRACE, self.child.wait()).await, Ok(Ok(_))) {
+            return;
+        }
+        self.fail(Fault::Cancelled).await;
     }
 
     /// Kills the worker (and, under docker, its container) and turns `fault` into the
@@ -230,24 +237,58 @@ fn kind(message: &FromWorker) -> &'static str {
     }
 }
 
-/// Reads the worker's frames into a channel, so waiting for one can be cancelled
-/// without losing a half-read frame. Stops at the first bad frame or the end.
-pub(crate) async fn read_frames<R: AsyncRead + Unpin>(
+/// The worker's frames, read by a task of their own so that waiting for one can be
+/// cancelled without losing a half-read frame.
+///
+/// The reader reads nothing until told the cap of the exchange it is reading for (the
+/// handshake, then each run), and stops again after that exchange's last frame. So the
+/// first frame of a run is held to that run's cap, never to the previous run's or the
+/// handshake's: a cap taken while the reader was already waiting would be one frame late.
+pub(crate) struct WorkerFrames {
+    caps: mpsc::UnboundedSender<u32>,
+    /// What the reader read, in order; a bad frame or the end of the stream ends it.
+    pub(crate) received: mpsc::Receiver<Result<FromWorker, FrameError>>,
+}
+
+impl WorkerFrames {
+    /// Starts the reader on `reader`; it waits for [`Self::expect`].
+    pub(crate) fn spawn<R: AsyncRead + Unpin + Send + 'static>(reader: R) -> Self {
+        let (caps, caps_rx) = mpsc::unbounded_channel();
+        let (frames_tx, received) = mpsc::channel(4);
+        tokio::spawn(read_frames(reader, frames_tx, caps_rx));
+        WorkerFrames { caps, received }
+    }
+
+    /// Lets the reader read the next exchange (up to its `outcome`, `hello` or `fatal`),
+    /// each frame at most `cap` bytes. Call it before sending the request.
+    pub(crate) fn expect(&self, cap: u32) {
+        // The reader only stops when the stream ended, which `received` reports.
+        let _ = self.caps.send(cap);
+    }
+}
+
+async fn read_frames<R: AsyncRead + Unpin>(
     mut reader: R,
     frames: mpsc::Sender<Result<FromWorker, FrameError>>,
-    cap: Arc<AtomicU32>,
+    mut caps: mpsc::UnboundedReceiver<u32>,
 ) {
-    loop {
-        match read_frame::<_, FromWorker>(&mut reader, cap.load(Ordering::Acquire)).await {
-            Ok(Some(frame)) => {
-                if frames.send(Ok(frame)).await.is_err() {
+    while let Some(cap) = caps.recv().await {
+        loop {
+            match read_frame::<_, FromWorker>(&mut reader, cap).await {
+                Ok(Some(frame)) => {
+                    let last = !matches!(frame, FromWorker::ToolCall { .. });
+                    if frames.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                    if last {
+                        break;
+                    }
+                }
+                Ok(None) => return,
+                Err(err) => {
+                    let _ = frames.send(Err(err)).await;
                     return;
                 }
-            }
-            Ok(None) => return,
-            Err(err) => {
-                let _ = frames.send(Err(err)).await;
-                return;
             }
         }
     }

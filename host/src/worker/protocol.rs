@@ -19,10 +19,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::broker::CallError;
+use crate::broker::{CallError, ToolSummary};
 use crate::import_check::ImportPolicy;
 use crate::limits::Limits;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES};
 
 /// The protocol version both sides must speak. Bump it on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -105,29 +105,20 @@ pub struct RunRequest {
     /// The run's limits; the worker enforces them and the parent re-checks tool calls.
     pub limits: Limits,
     /// What `list-tools` shows the guest: the tools in the run's scope.
-    pub tools: Vec<ToolListing>,
-}
-
-/// One tool as the guest sees it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolListing {
-    /// The tool's name.
-    pub name: String,
-    /// Its description.
-    pub description: String,
-    /// Its argument JSON Schema, as JSON text.
-    pub args_schema: String,
+    pub tools: Vec<ToolSummary>,
 }
 
 /// The largest frame the parent accepts from a worker running under `limits`: an
-/// outcome holds at most the value, stdout and stderr (JSON escaping can grow text up to
-/// six-fold), and a tool call at most the argument cap; plus room for the rest.
+/// outcome holds at most the value, stdout, stderr and the capped error text (JSON
+/// escaping can grow text up to six-fold), and a tool call at most the argument cap;
+/// plus room for the rest.
 pub fn max_reply_frame_bytes(limits: &Limits) -> u32 {
+    let error_text = (MAX_ERROR_KIND_BYTES + MAX_ERROR_MESSAGE_BYTES + MAX_ERROR_TRACEBACK_BYTES) as u64;
     let payload = limits
         .max_result_bytes
         .saturating_add(limits.max_stdout_bytes)
         .saturating_add(limits.max_stderr_bytes)
+        .saturating_add(error_text)
         .max(limits.max_tool_args_bytes);
     let bound = payload.saturating_mul(6).saturating_add(1 << 20);
     u32::try_from(bound).unwrap_or(u32::MAX)
@@ -261,7 +252,7 @@ mod tests {
                     code,
                     input_json: "null".into(),
                     limits: Limits::default(),
-                    tools: vec![ToolListing { name, description: String::new(), args_schema: schema }],
+                    tools: vec![ToolSummary { name, description: String::new(), args_schema: schema }],
                 })
             }),
             (any::<u32>(), prop_oneof![any::<String>().prop_map(Ok), call_error().prop_map(Err)])
@@ -376,7 +367,13 @@ mod tests {
     #[test]
     fn the_reply_cap_covers_a_full_outcome() {
         let limits = Limits::default();
-        let mut outcome = Outcome::early(Status::Ok, ErrorDetail::new("x", "y"));
+        let control = |bytes: usize| "\u{1}".repeat(bytes);
+        let error = ErrorDetail {
+            kind: control(MAX_ERROR_KIND_BYTES),
+            message: control(MAX_ERROR_MESSAGE_BYTES),
+            traceback: control(MAX_ERROR_TRACEBACK_BYTES),
+        };
+        let mut outcome = Outcome::early(Status::Ok, error);
         // Control characters escape to six bytes each: the worst case for a capped stream.
         outcome.stdout.text = "\u{1}".repeat(limits.max_stdout_bytes as usize);
         outcome.stderr.text = "\u{1}".repeat(limits.max_stderr_bytes as usize);

@@ -7,17 +7,19 @@
 //! the parent would have given the guest anyway.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::protocol::{
-    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, ToolListing, MAX_REQUEST_FRAME_BYTES,
+    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, MAX_REQUEST_FRAME_BYTES,
     PROTOCOL_VERSION,
 };
-use crate::broker::link::GuestBroker;
+use crate::broker::link::{GuestBroker, RemoteBroker};
 use crate::broker::{CallError, ToolSummary};
 use crate::cancel::CancelToken;
 use crate::engine::{Engine, EngineConfig};
@@ -28,8 +30,9 @@ use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::Runtime;
 
 /// How a worker sets up its engine. The parent passes these on the worker's command
-/// line so that the worker's engine finds the parent's precompiled guests.
-#[derive(Clone, Debug)]
+/// line ([`WorkerConfig::to_args`], read back by [`WorkerConfig::from_args`]) so that
+/// the worker's engine finds the parent's precompiled guests.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerConfig {
     /// The parent's precompile cache; the worker only reads it.
     pub cache_dir: PathBuf,
@@ -41,6 +44,69 @@ pub struct WorkerConfig {
     /// The parent's [`EngineConfig::keep_resident_bytes`], so an operator's memory
     /// trade-off holds in workers too.
     pub keep_resident_bytes: usize,
+    /// The `RLIMIT_DATA` the worker process gives itself before serving
+    /// ([`harden_worker_process`](crate::harden_worker_process)): the launching run's
+    /// memory cap plus the worker's overhead. `None` keeps the inherited limit.
+    pub max_data_bytes: Option<u64>,
+}
+
+impl WorkerConfig {
+    /// The worker's arguments after `worker`: what [`WorkerConfig::from_args`] reads.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["--cache-dir".into(), self.cache_dir.clone().into_os_string()];
+        args.extend(["--epoch-tick-ms".into(), self.epoch_tick_ms.to_string().into()]);
+        if self.fuel_metering {
+            args.push("--fuel-metering".into());
+        }
+        args.extend(["--keep-resident-bytes".into(), self.keep_resident_bytes.to_string().into()]);
+        if let Some(bytes) = self.max_data_bytes {
+            args.extend(["--max-data-bytes".into(), bytes.to_string().into()]);
+        }
+        args
+    }
+
+    /// Reads the arguments [`WorkerConfig::to_args`] wrote. Every option is required
+    /// but `--fuel-metering` (a flag) and `--max-data-bytes`: a worker must not guess
+    /// the parent's engine.
+    ///
+    /// # Errors
+    /// [`WorkerError::Protocol`] naming an unknown, repeated, missing or unparsable option.
+    pub fn from_args(args: impl IntoIterator<Item = OsString>) -> Result<Self, WorkerError> {
+        let bad = |message: String| WorkerError::Protocol(format!("worker arguments: {message}"));
+        let (mut cache_dir, mut epoch_tick_ms, mut keep_resident_bytes, mut fuel_metering) = (None, None, None, false);
+        let mut max_data_bytes = None;
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let name = arg.to_str().ok_or_else(|| bad(format!("{arg:?} is not an option")))?.to_owned();
+            if name == "--fuel-metering" {
+                fuel_metering = true;
+                continue;
+            }
+            let value = args.next().ok_or_else(|| bad(format!("{name} needs a value")))?;
+            let number = |value: &OsString| {
+                value.to_str().and_then(|v| v.parse::<u64>().ok()).ok_or_else(|| bad(format!("{name} takes a number")))
+            };
+            let slot_was_empty = match name.as_str() {
+                "--cache-dir" => cache_dir.replace(PathBuf::from(value)).is_none(),
+                "--epoch-tick-ms" => epoch_tick_ms.replace(number(&value)?).is_none(),
+                "--keep-resident-bytes" => keep_resident_bytes.replace(number(&value)?).is_none(),
+                "--max-data-bytes" => max_data_bytes.replace(number(&value)?).is_none(),
+                _ => return Err(bad(format!("unknown option {name}"))),
+            };
+            if !slot_was_empty {
+                return Err(bad(format!("{name} is given twice")));
+            }
+        }
+        let missing = |name: &str| bad(format!("{name} is missing"));
+        Ok(WorkerConfig {
+            cache_dir: cache_dir.ok_or_else(|| missing("--cache-dir"))?,
+            epoch_tick_ms: epoch_tick_ms.ok_or_else(|| missing("--epoch-tick-ms"))?,
+            fuel_metering,
+            keep_resident_bytes: usize::try_from(keep_resident_bytes.ok_or_else(|| missing("--keep-resident-bytes"))?)
+                .map_err(|_| bad("--keep-resident-bytes is too large".into()))?,
+            max_data_bytes,
+        })
+    }
 }
 
 /// Why a worker stopped serving.
@@ -201,7 +267,7 @@ where
         &request.limits,
         &request.code,
         &request.input_json,
-        GuestBroker::Parent(parent),
+        GuestBroker::Remote(Box::new(parent)),
         cancel,
     )
     .await
@@ -213,55 +279,50 @@ async fn send<W: AsyncWrite + Unpin>(writer: &FrameWriter<W>, message: &FromWork
 
 /// Sends a tool call to the parent; boxed so the Store's data needs no writer type.
 trait Forward: Send + Sync {
-    fn send<'a>(&'a self, message: FromWorker) -> futures::future::BoxFuture<'a, Result<(), WorkerError>>;
+    fn send<'a>(&'a self, message: FromWorker) -> BoxFuture<'a, Result<(), WorkerError>>;
 }
 
 struct ForwardTo<W>(FrameWriter<W>);
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Forward for ForwardTo<W> {
-    fn send<'a>(&'a self, message: FromWorker) -> futures::future::BoxFuture<'a, Result<(), WorkerError>> {
+    fn send<'a>(&'a self, message: FromWorker) -> BoxFuture<'a, Result<(), WorkerError>> {
         Box::pin(async move { send(&self.0, &message).await })
     }
 }
 
 /// The broker as a worker's guest reaches it: the parent, over the pipe.
-pub(crate) struct ParentBroker {
-    tools: Vec<ToolListing>,
+struct ParentBroker {
+    tools: Vec<ToolSummary>,
     session: Arc<Session>,
     forward: Box<dyn Forward>,
     calls: u32,
 }
 
 impl ParentBroker {
-    fn new(tools: Vec<ToolListing>, session: Arc<Session>, forward: Box<dyn Forward>) -> Self {
+    fn new(tools: Vec<ToolSummary>, session: Arc<Session>, forward: Box<dyn Forward>) -> Self {
         ParentBroker { tools, session, forward, calls: 0 }
     }
+}
 
-    /// What the parent says this run may call.
-    pub(crate) fn list(&self) -> Vec<ToolSummary> {
-        self.tools
-            .iter()
-            .map(|t| ToolSummary {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                args_schema: t.args_schema.clone(),
-            })
-            .collect()
+impl RemoteBroker for ParentBroker {
+    fn list(&self) -> Vec<ToolSummary> {
+        self.tools.clone()
     }
 
-    /// Asks the parent's broker; its answer is the guest's answer.
-    pub(crate) async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
-        self.calls += 1;
-        let call_id = self.calls;
-        let (answer_tx, answer_rx) = oneshot::channel();
-        self.session.pending().insert(call_id, answer_tx);
-        let call = FromWorker::ToolCall { call_id, name: name.to_owned(), args_json: args_json.to_owned() };
-        if self.forward.send(call).await.is_err() {
-            self.session.pending().remove(&call_id);
-            return Err(CallError::Failed(format!("tool `{name}`: the parent process is gone")));
-        }
-        answer_rx
-            .await
-            .unwrap_or_else(|_| Err(CallError::Failed(format!("tool `{name}`: the parent process did not answer"))))
+    fn call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(async move {
+            self.calls += 1;
+            let call_id = self.calls;
+            let (answer_tx, answer_rx) = oneshot::channel();
+            self.session.pending().insert(call_id, answer_tx);
+            let call = FromWorker::ToolCall { call_id, name: name.to_owned(), args_json: args_json.to_owned() };
+            if self.forward.send(call).await.is_err() {
+                self.session.pending().remove(&call_id);
+                return Err(CallError::Failed(format!("tool `{name}`: the parent process is gone")));
+            }
+            answer_rx.await.unwrap_or_else(|_| {
+                Err(CallError::Failed(format!("tool `{name}`: the parent process did not answer")))
+            })
+        })
     }
 }

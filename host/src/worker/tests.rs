@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncWriteExt, DuplexStream};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::pool::vouch_for;
-use super::process::{drive, read_frames, Fault};
+use super::process::{drive, Fault, WorkerFrames};
 use super::protocol::{
     encode, max_reply_frame_bytes, read_frame, write_frame, FromWorker, RunRequest, ToWorker, PROTOCOL_VERSION,
 };
@@ -21,10 +19,11 @@ use crate::cancel::CancelToken;
 use crate::import_check::ImportPolicy;
 use crate::limits::Limits;
 use crate::outcome::{ErrorDetail, Outcome, Status};
+use crate::termination::vouch_for;
 
 /// The parent's ends of a pipe pair.
 struct Parent {
-    frames: mpsc::Receiver<Result<FromWorker, super::protocol::FrameError>>,
+    frames: WorkerFrames,
     to_worker: DuplexStream,
 }
 
@@ -37,8 +36,8 @@ struct Fake {
 fn pipes(limits: &Limits) -> (Parent, Fake) {
     let (to_worker, worker_in) = tokio::io::duplex(1 << 16);
     let (worker_out, from_worker) = tokio::io::duplex(1 << 16);
-    let (tx, frames) = mpsc::channel(4);
-    tokio::spawn(read_frames(from_worker, tx, Arc::new(AtomicU32::new(max_reply_frame_bytes(limits)))));
+    let frames = WorkerFrames::spawn(from_worker);
+    frames.expect(max_reply_frame_bytes(limits));
     (Parent { frames, to_worker }, Fake { worker_in, worker_out })
 }
 
@@ -99,7 +98,7 @@ async fn a_forged_call_outside_the_scope_is_refused_by_the_parent() {
     let (mut broker, secret_calls) = broker(&limits);
     let (mut p, mut w) = pipes(&limits);
     let cancel = CancelToken::new();
-    let parent = drive(&mut p.frames, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
     let fake_worker = async {
         expect_run(&mut w.worker_in).await;
         let denied = forge_call(&mut w, 1, "secret").await;
@@ -123,7 +122,7 @@ async fn fault_after_run(send: Vec<u8>, limits: Limits) -> Fault {
     let (mut broker, _) = broker(&limits);
     let (mut p, mut w) = pipes(&limits);
     let cancel = CancelToken::new();
-    let parent = drive(&mut p.frames, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
     let fake_worker = async {
         expect_run(&mut w.worker_in).await;
         w.worker_out.write_all(&send).await.unwrap();
@@ -164,13 +163,13 @@ async fn a_silent_worker_times_out_and_a_cancelled_one_is_given_a_grace_period()
     let (mut p, _w) = pipes(&limits);
     let deadline = Instant::now() + Duration::from_millis(100);
     let cancel = CancelToken::new();
-    let fault = drive(&mut p.frames, &mut p.to_worker, request(&limits), &mut broker, deadline, &cancel).await;
+    let fault = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, deadline, &cancel).await;
     assert!(matches!(fault, Err(Fault::Timeout)), "{fault:?}");
 
     // A worker that honours `cancel` keeps its outcome (and can be reused) ...
     let (mut p, mut w) = pipes(&limits);
     let cancel = CancelToken::new();
-    let parent = drive(&mut p.frames, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
     let fake_worker = async {
         expect_run(&mut w.worker_in).await;
         cancel.cancel();
@@ -187,7 +186,7 @@ async fn a_silent_worker_times_out_and_a_cancelled_one_is_given_a_grace_period()
     let cancel = CancelToken::new();
     cancel.cancel();
     let started = std::time::Instant::now();
-    let fault = drive(&mut p.frames, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel).await;
+    let fault = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel).await;
     assert!(matches!(fault, Err(Fault::Cancelled)), "{fault:?}");
     assert!(started.elapsed() < Duration::from_secs(4), "the grace period, not the deadline");
 }
@@ -220,6 +219,7 @@ async fn worker_reply(frames: Vec<ToWorker>) -> (Vec<FromWorker>, Result<(), Wor
         epoch_tick_ms: 10,
         fuel_metering: false,
         keep_resident_bytes: 0,
+        max_data_bytes: None,
     };
     let worker = tokio::spawn(serve(config, worker_in, worker_out));
     for frame in &frames {
@@ -267,4 +267,76 @@ async fn a_worker_reports_an_unloadable_guest_and_a_stray_result_ends_it() {
     let stray = ToWorker::ToolResult { call_id: 7, result: Ok("1".into()) };
     let (_, result) = worker_reply(vec![ToWorker::Hello { version: PROTOCOL_VERSION }, stray]).await;
     assert!(matches!(result, Err(WorkerError::Protocol(m)) if m.contains("unknown tool call 7")));
+}
+
+/// Each run's frames are held to that run's cap from the first one on, whatever the cap
+/// of the exchange before it (the handshake's, or a previous run's smaller or larger).
+#[tokio::test]
+async fn every_run_reads_its_frames_under_its_own_cap() {
+    let (mut to_worker, mut worker_in) = tokio::io::duplex(1 << 16);
+    let (mut worker_out, from_worker) = tokio::io::duplex(1 << 20);
+    let mut frames = WorkerFrames::spawn(from_worker);
+    let small = Limits { max_stdout_bytes: 16, max_stderr_bytes: 16, max_result_bytes: 16, ..Limits::default() };
+    let large = Limits::default();
+    let outcome_printing = |bytes: usize| {
+        let mut outcome = Outcome::early(Status::Ok, ErrorDetail::new("", ""));
+        outcome.error = None;
+        outcome.stdout.text = "x".repeat(bytes);
+        FromWorker::Outcome { outcome: Box::new(outcome) }
+    };
+    // The handshake's cap is tiny; the first run's must already apply to its first frame.
+    frames.expect(4 << 10);
+    write_frame(&mut worker_out, &FromWorker::Hello { version: PROTOCOL_VERSION, pid: 1 }).await.unwrap();
+    assert!(matches!(frames.received.recv().await, Some(Ok(FromWorker::Hello { .. }))));
+    // (limits, stdout the worker reports, whether the frame fits the run's cap)
+    // The small run's cap is ~1.3 MB (its caps, the error text, JSON escaping, slack).
+    let runs = [(&large, 3_000_000, true), (&small, 8, true), (&large, 3_000_000, true), (&small, 3_000_000, false)];
+    for (limits, printed, fits) in runs {
+        let (mut broker, _) = broker(limits);
+        frames.expect(max_reply_frame_bytes(limits));
+        let cancel = CancelToken::new();
+        let parent = drive(&mut frames.received, &mut to_worker, request(limits), &mut broker, soon(), &cancel);
+        let fake_worker = async {
+            expect_run(&mut worker_in).await;
+            // A refused frame is never read to its end: the write cannot finish then.
+            let frame = outcome_printing(printed);
+            let _ = tokio::time::timeout(Duration::from_secs(2), write_frame(&mut worker_out, &frame)).await;
+        };
+        let (outcome, ()) = tokio::join!(parent, fake_worker);
+        match outcome {
+            Ok(outcome) => {
+                assert!(fits, "a frame over the cap was taken ({printed} bytes printed)");
+                assert_eq!(outcome.stdout.text.len(), printed);
+            }
+            Err(Fault::Crashed(message)) => assert!(!fits && message.contains("over the cap"), "{message}"),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_worker_command_line_round_trips_and_refuses_what_it_does_not_know() {
+    let config = WorkerConfig {
+        cache_dir: "/cache dir/wasmbox".into(),
+        epoch_tick_ms: 3,
+        fuel_metering: false,
+        keep_resident_bytes: 0,
+        max_data_bytes: None,
+    };
+    assert_eq!(WorkerConfig::from_args(config.to_args()).unwrap(), config);
+    let metering = WorkerConfig { fuel_metering: true, ..config.clone() };
+    assert_eq!(WorkerConfig::from_args(metering.to_args()).unwrap(), metering);
+    let capped = WorkerConfig { max_data_bytes: Some(640 << 20), ..config.clone() };
+    assert_eq!(WorkerConfig::from_args(capped.to_args()).unwrap(), capped);
+    let refused = |args: &[&str]| WorkerConfig::from_args(args.iter().map(std::ffi::OsString::from)).unwrap_err();
+    for (args, says) in [
+        (&["--cache-dir", "/c", "--epoch-tick-ms", "3"][..], "--keep-resident-bytes is missing"),
+        (&["--cache-dir", "/c", "--cache-dir", "/d"], "given twice"),
+        (&["--epoch-tick-ms", "soon"], "takes a number"),
+        (&["--cache-dir"], "needs a value"),
+        (&["--network", "on"], "unknown option --network"),
+    ] {
+        let err = refused(args).to_string();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
