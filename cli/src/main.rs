@@ -5,6 +5,7 @@
 //! 7 tool_limit, 8 rejected, 9 cancelled, 10 crashed, 70 internal.
 
 mod command_tool;
+mod terminal_text;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -326,26 +327,34 @@ impl Progress {
     }
 }
 
+/// Prints the guest's output, value and error as text. All of it is the guest's to
+/// choose, so on a terminal its control sequences are shown, not obeyed
+/// ([`terminal_text`]); a pipe gets the text unchanged.
 fn print_human(outcome: &Outcome) -> Result<()> {
+    use terminal_text::escape_on_terminal as shown;
     let mut out = std::io::stdout().lock();
-    out.write_all(outcome.stdout.text.as_bytes())?;
+    let terminal = out.is_terminal();
+    out.write_all(shown(&outcome.stdout.text, terminal).as_bytes())?;
     if outcome.stdout.truncated {
         writeln!(out, "\n[stdout truncated]")?;
     }
     if let Some(value) = outcome.value.as_ref().filter(|v| !v.is_null()) {
-        writeln!(out, "{value}")?;
+        // JSON escapes C0 controls in strings, but not DEL, C1 or bidi controls.
+        writeln!(out, "{}", shown(&value.to_string(), terminal))?;
     }
     out.flush()?;
     let mut err = std::io::stderr().lock();
-    err.write_all(outcome.stderr.text.as_bytes())?;
+    let terminal = err.is_terminal();
+    err.write_all(shown(&outcome.stderr.text, terminal).as_bytes())?;
     if let Some(error) = &outcome.error {
         if !error.traceback.is_empty() {
-            write!(err, "{}", error.traceback)?;
+            write!(err, "{}", shown(&error.traceback, terminal))?;
             if !error.traceback.ends_with('\n') {
                 writeln!(err)?;
             }
         }
-        writeln!(err, "{}: {}: {}", outcome.status, error.kind, error.message)?;
+        let line = format!("{}: {}: {}", outcome.status, error.kind, error.message);
+        writeln!(err, "{}", shown(&line, terminal))?;
     }
     Ok(())
 }

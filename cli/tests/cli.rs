@@ -204,3 +204,209 @@ fn a_guest_that_imports_more_than_the_world_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("wasmbox:sandbox/runner") && !stderr.contains("preopens"), "{stderr}");
 }
+
+/// Waits (at most 10 s) for the process `pid` to be gone.
+#[cfg(unix)]
+fn wait_until_gone(pid: &str) -> bool {
+    let alive = || Command::new("kill").args(["-0", pid]).stderr(Stdio::null()).status().unwrap().success();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive() {
+        if std::time::Instant::now() > give_up {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
+#[cfg(unix)]
+#[test]
+fn a_command_tool_that_times_out_leaves_no_process_behind() {
+    let dir = fixture();
+    std::fs::write(
+        dir.path().join("slow.toml"),
+        "[[tool]]\nname = \"slow\"\nargv = [\"sh\", \"-c\", \"sleep 30 & echo $! > grandchild.pid; sleep 30\"]\ntimeout_ms = 3000\n",
+    )
+    .unwrap();
+    let out =
+        wasmbox(dir.path(), &["run", "-", "--json", "--tools", "slow.toml", "--allow", "slow"], Some("tools.slow()"));
+    let outcome = json_outcome(&out);
+    assert_eq!(outcome["tool_calls"][0]["status"], "timeout", "{outcome}");
+    let pid = std::fs::read_to_string(dir.path().join("grandchild.pid")).unwrap();
+    assert!(wait_until_gone(pid.trim()), "the tool's grandchild {} outlived its timeout", pid.trim());
+}
+
+#[test]
+fn a_command_tools_failure_shows_the_guest_no_configured_secret() {
+    let dir = fixture();
+    std::fs::write(
+        dir.path().join("leaky.toml"),
+        "[[tool]]\nname = \"leaky\"\nargv = [\"sh\", \"-c\", \"echo \\\"bad token $API_TOKEN\\\" >&2; exit 4\"]\nenv = { API_TOKEN = \"tok-hunter2\" }\n",
+    )
+    .unwrap();
+    let out = wasmbox(
+        dir.path(),
+        &["run", "-", "--json", "--tools", "leaky.toml", "--allow", "leaky"],
+        Some("tools.leaky()"),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let outcome = json_outcome(&out);
+    assert_eq!(outcome["tool_calls"][0]["status"], "failed", "{outcome}");
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(outcome["error"]["message"].as_str().unwrap().contains("exit status: 4"), "{outcome}");
+}
+
+/// Guest text with terminal control sequences: clear screen, an OSC 52 clipboard write,
+/// a bell, a C1 CSI, and a tab and newlines that must stay.
+const HOSTILE_SCRIPT: &str = "import sys\nprint('A\\x1b[2JB\\x1b]52;c;aGk=\\x07C\\x9bD\\tE')\nsys.stderr.write('\\x1b[31mred\\n')\nraise Exception('\\x1b]0;title\\x07boom')\n";
+
+#[cfg(target_os = "linux")]
+#[test]
+fn guest_text_is_escaped_on_a_terminal_and_raw_in_a_pipe() {
+    let dir = fixture();
+    std::fs::write(dir.path().join("hostile.py"), HOSTILE_SCRIPT).unwrap();
+
+    let piped = wasmbox(dir.path(), &["run", "hostile.py"], None);
+    assert!(piped.stdout.starts_with(b"A\x1b[2JB\x1b]52;c;aGk=\x07C\xc2\x9bD\tE\n"), "a pipe gets the text unchanged");
+
+    // util-linux `script` gives the CLI a terminal for stdout and stderr.
+    let command = format!("'{}' run hostile.py", env!("CARGO_BIN_EXE_wasmbox"));
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("util-linux `script` runs");
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(seen.contains("A\\x1b[2JB\\x1b]52;c;aGk=\\x07C\\u{9b}D\tE"), "{seen:?}");
+    assert!(seen.contains("\\x1b[31mred"), "{seen:?}");
+    assert!(seen.contains("\\x1b]0;title\\x07boom"), "{seen:?}");
+    assert!(!seen.contains(['\x1b', '\x07', '\u{9b}']), "a control character reached the terminal: {seen:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn without_a_home_the_cache_is_a_private_directory() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let calc = guest("calc");
+    let precompile = |tmp: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_wasmbox"))
+            .args(["precompile", "--guest", &calc])
+            .env_clear()
+            .env("TMPDIR", tmp)
+            .output()
+            .unwrap()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let uid = std::fs::metadata(tmp.path()).unwrap().uid();
+    let out = precompile(tmp.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!tmp.path().join("wasmbox").exists(), "a shared cache directory in the temp dir");
+    let private = tmp.path().join(format!("wasmbox-{uid}"));
+    let meta = std::fs::symlink_metadata(&private).expect("a per-user cache directory");
+    assert!(meta.is_dir() && meta.uid() == uid, "{meta:?}");
+    assert_eq!(meta.mode() & 0o777, 0o700);
+    assert!(stderr.contains(&*private.to_string_lossy()), "{stderr}");
+
+    // Someone else got there first: refused, not used.
+    let squatted = tempfile::tempdir().unwrap();
+    let theirs = squatted.path().join(format!("wasmbox-{uid}"));
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = precompile(squatted.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("writable by group or others"), "{stderr}");
+    std::fs::remove_dir(&theirs).unwrap();
+    std::os::unix::fs::symlink(tmp.path(), &theirs).unwrap();
+    let out = precompile(squatted.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+}
+
+/// Runs the binary in `dir` with `env` on top of this process's environment, less any
+/// RUST_LOG of the caller's (which would decide what is logged).
+fn wasmbox_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmbox"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("wasmbox starts")
+}
+
+#[test]
+fn logs_go_to_stderr_by_verbosity_and_stdout_stays_the_same() {
+    let dir = fixture();
+    let args = ["run", "script.py", "--tools", "tools.toml", "--allow", "weather,shout"];
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let quiet = wasmbox_with_env(dir.path(), &args, &[]);
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    assert!(!stderr(&quiet).contains("wasmbox::audit"), "no audit events by default: {}", stderr(&quiet));
+
+    // -v, after the subcommand or before it: the audit events of the run and its calls.
+    for verbose_args in [[&args[..], &["-v"]].concat(), [&["-v"], &args[..]].concat()] {
+        let verbose = wasmbox_with_env(dir.path(), &verbose_args, &[]);
+        let log = stderr(&verbose);
+        assert!(verbose.status.success(), "{log}");
+        assert!(log.contains("wasmbox::audit") && log.contains(r#""event":"run_finished""#), "{log}");
+        assert!(log.contains(r#""event":"tool_call_finished""#) && log.contains(r#""tool":"weather""#), "{log}");
+        assert_eq!(verbose.stdout, quiet.stdout, "logging never reaches stdout");
+    }
+
+    // RUST_LOG, when set, decides instead of -v.
+    let by_env = wasmbox_with_env(dir.path(), &args, &[("RUST_LOG", "wasmbox::audit=info")]);
+    assert!(stderr(&by_env).contains(r#""event":"run_started""#), "{}", stderr(&by_env));
+    let off = wasmbox_with_env(dir.path(), &[&args[..], &["-v"]].concat(), &[("RUST_LOG", "off")]);
+    assert!(!stderr(&off).contains("wasmbox::audit"), "{}", stderr(&off));
+    assert_eq!(off.stdout, quiet.stdout);
+}
+
+#[test]
+fn warnings_are_logged_by_default_with_the_tools_secrets_masked() {
+    let dir = fixture();
+    std::fs::write(
+        dir.path().join("leaky.toml"),
+        "[[tool]]\nname = \"leaky\"\nargv = [\"sh\", \"-c\", \"echo \\\"bad token $API_TOKEN\\\" >&2; exit 4\"]\nenv = { API_TOKEN = \"tok-hunter2\" }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("leaky.py"), "tools.leaky()\n").unwrap();
+    let out = wasmbox_with_env(dir.path(), &["run", "leaky.py", "--tools", "leaky.toml", "--allow", "leaky"], &[]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("WARN") && log.contains("a command tool failed") && log.contains("bad token"), "{log}");
+    assert!(!log.contains("tok-hunter2"), "{log}");
+    assert!(!log.contains("wasmbox::audit"), "{log}");
+}
+
+/// A failing tool's stderr reaches the log; on a terminal its control sequences are
+/// shown, not obeyed, like the guest's own text.
+#[cfg(target_os = "linux")]
+#[test]
+fn log_lines_are_escaped_on_a_terminal() {
+    let dir = fixture();
+    std::fs::write(
+        dir.path().join("noisy.toml"),
+        "[[tool]]\nname = \"noisy\"\nargv = [\"sh\", \"-c\", \"printf 'x\\\\033]0;title\\\\007y' >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("noisy.py"), "tools.noisy()\n").unwrap();
+    let piped = wasmbox_with_env(dir.path(), &["run", "noisy.py", "--tools", "noisy.toml", "--allow", "noisy"], &[]);
+    assert!(String::from_utf8_lossy(&piped.stderr).contains("x\x1b]0;title\x07y"), "a pipe gets the log unchanged");
+
+    let command = format!("'{}' run noisy.py --tools noisy.toml --allow noisy", env!("CARGO_BIN_EXE_wasmbox"));
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("util-linux `script` runs");
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(seen.contains("a command tool failed") && seen.contains("x\\x1b]0;title\\x07y"), "{seen:?}");
+    assert!(!seen.contains(['\x1b', '\x07']), "a control character reached the terminal: {seen:?}");
+}

@@ -10,7 +10,7 @@ use crate::admission::Admission;
 use crate::epoch_ticker::EpochTicker;
 use crate::error::Error;
 use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::precompile_cache::{self, PrecompileCache, StoreError};
+use crate::precompile_cache::{self, ArtifactKey, PrecompileCache, StoreError, Unusable};
 
 /// Default epoch period: how late a wall-clock deadline may fire, and how often a
 /// running guest gives its tokio worker back to other tasks.
@@ -41,7 +41,14 @@ const MIN_POOL_INSTANCES: u32 = 16;
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Where precompiled guests are cached. Default: `$WASMBOX_CACHE_DIR`, else the
-    /// platform cache directory (`~/.cache/wasmbox` on Linux).
+    /// platform cache directory (`~/.cache/wasmbox` on Linux), else `wasmbox-<uid>` in
+    /// the temporary directory; never a directory all users share.
+    ///
+    /// Artifacts are native code the engine runs, so [`Engine::new`] creates the
+    /// directory `0700` if missing and, on Unix, refuses one that is a symbolic link,
+    /// owned by another user, or writable by group or others; each artifact is checked
+    /// the same way, and against the checksum written with it, before it is loaded
+    /// (SECURITY.md, "Precompile cache").
     pub cache_dir: PathBuf,
     /// Epoch period in milliseconds. Default: [`DEFAULT_EPOCH_TICK_MS`].
     pub epoch_tick_ms: u64,
@@ -129,11 +136,13 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Engine`] when wasmtime rejects the configuration or the ticker thread
-    /// cannot start.
+    /// cannot start; [`Error::Cache`] when the cache directory cannot be created or is
+    /// not private to this user (see [`EngineConfig::cache_dir`]).
     pub fn new(config: EngineConfig) -> Result<Self, Error> {
         if config.epoch_tick_ms == 0 {
             return Err(Error::Engine("epoch_tick_ms must be greater than zero".into()));
         }
+        let cache = PrecompileCache::open(config.cache_dir)?;
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
             // Epochs are the wall-clock deadline; fuel is the opt-in deterministic budget.
@@ -150,7 +159,7 @@ impl Engine {
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
-                cache: PrecompileCache::new(config.cache_dir),
+                cache,
                 epoch_tick,
                 admission: Admission::new(
                     config.max_concurrent_runs,
@@ -191,7 +200,8 @@ impl Engine {
     /// True when `component` is already precompiled for this engine, so loading it
     /// takes milliseconds rather than a compile of many seconds.
     pub fn is_precompiled(&self, component: &[u8]) -> bool {
-        self.inner.cache.artifact_path(&self.inner.wasmtime, component).is_file()
+        let key = ArtifactKey::of(&self.inner.wasmtime, component);
+        self.inner.cache.artifact_path(&key).is_file()
     }
 
     /// A snapshot of this engine's counters (runs by status, tool calls by tool and
@@ -233,14 +243,15 @@ impl Engine {
     /// unchanged since its last load, else as [`Engine::load_component`].
     pub(crate) fn load_component_file(&self, path: &Path) -> Result<Component, Error> {
         let (engine, cache) = (&self.inner.wasmtime, &self.inner.cache);
-        if let Some(artifact) = cache.lookup_file(engine, path) {
-            if let Ok(loaded) = cache.load(engine, &artifact) {
-                return Ok(loaded);
+        if let Some(key) = cache.lookup_file(engine, path) {
+            match cache.load(engine, &key) {
+                Ok(loaded) => return Ok(loaded),
+                Err(unusable) => self.discard(&key, &unusable),
             }
         }
         let bytes = std::fs::read(path).map_err(|source| Error::ReadGuest { path: path.to_owned(), source })?;
-        let (component, artifact) = self.load_component_at(&bytes)?;
-        cache.remember_file(engine, path, &artifact);
+        let (component, key) = self.load_component_at(&bytes)?;
+        cache.remember_file(engine, path, &key);
         Ok(component)
     }
 
@@ -249,28 +260,31 @@ impl Engine {
         self.load_component_at(component).map(|(component, _artifact)| component)
     }
 
-    fn load_component_at(&self, component: &[u8]) -> Result<(Component, PathBuf), Error> {
+    fn load_component_at(&self, component: &[u8]) -> Result<(Component, ArtifactKey), Error> {
         let (engine, cache) = (&self.inner.wasmtime, &self.inner.cache);
-        let path = cache.artifact_path(engine, component);
-        if path.is_file() {
-            match cache.load(engine, &path) {
-                Ok(loaded) => return Ok((loaded, path)),
-                // A truncated or stale artifact is rebuilt, not fatal.
-                Err(err) => {
-                    tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompiled artifact")
-                }
-            }
+        let key = ArtifactKey::of(engine, component);
+        match cache.load(engine, &key) {
+            Ok(loaded) => return Ok((loaded, key)),
+            Err(unusable) => self.discard(&key, &unusable),
         }
         if wasmtime::Engine::detect_precompiled(component).is_some() {
             return Err(Error::InvalidComponent("expected a component, got a precompiled artifact".into()));
         }
         // Validate and compile in one step; a bad component fails here with wasmtime's reason.
-        cache.store(engine, component, &path).map_err(|err| match err {
+        let loaded = cache.store(engine, component, &key).map_err(|err| match err {
             StoreError::Compile(err) => Error::InvalidComponent(format!("{err:#}")),
             StoreError::Io(err) => Error::Cache { dir: cache.dir().to_owned(), reason: err.to_string() },
         })?;
-        let loaded = cache.load(engine, &path).map_err(|e| Error::InvalidComponent(format!("{e:#}")))?;
-        Ok((loaded, path))
+        Ok((loaded, key))
+    }
+
+    /// Says why a cached artifact is compiled again: it was damaged, replaced or
+    /// written by someone else, never merely missing.
+    fn discard(&self, key: &ArtifactKey, unusable: &Unusable) {
+        if !matches!(unusable, Unusable::Missing) {
+            let path = self.inner.cache.artifact_path(key);
+            tracing::warn!(path = %path.display(), reason = %unusable, "compiling again instead of loading a precompiled artifact");
+        }
     }
 }
 

@@ -41,8 +41,9 @@ pub enum Error {
         /// Why it is refused, and what to do about it.
         reason: String,
     },
-    /// The precompile cache could not be written.
-    #[error("could not write the precompile cache in {dir}: {reason}")]
+    /// The precompile cache could not be created or written, or is not private to this
+    /// user (see [`EngineConfig::cache_dir`](crate::EngineConfig::cache_dir)).
+    #[error("cannot use the precompile cache in {dir}: {reason}")]
     Cache {
         /// The cache directory.
         dir: PathBuf,

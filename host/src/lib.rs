@@ -43,6 +43,7 @@ mod metrics;
 mod outcome;
 mod output_capture;
 mod precompile_cache;
+pub mod process;
 mod run_state;
 mod runtime;
 mod sandbox;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 pub use hardening::{harden_worker_process, WORKER_EXTRA_TASKS, WORKER_MAX_OPEN_FILES};
-pub(crate) use process_tree::{contain, kill_tree, ProcessGuard};
+pub(crate) use process_tree::{contain, contain_tree, kill_tree, ProcessGuard};
 use {bubblewrap::bwrap_available, docker::docker_available, seatbelt::seatbelt_available};
 
 /// Where a run's guest executes. `InProcess` is the default.

@@ -60,6 +60,24 @@ pub(crate) fn contain(child: &Child, memory_limit_bytes: u64) -> io::Result<Proc
     }
 }
 
+/// Contains a freshly spawned helper program that may start processes of its own
+/// ([`crate::process::ProcessTree`]): Windows assigns it to a Job Object whose only
+/// limit is that closing it kills the tree; elsewhere this is [`contain`]'s check that
+/// it leads its own process group (no limit is set there either).
+pub(crate) fn contain_tree(child: &Child) -> io::Result<ProcessGuard> {
+    #[cfg(windows)]
+    {
+        let handle = child
+            .raw_handle()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the process has already exited"))?;
+        Ok(ProcessGuard { _job: super::job_object::JobObject::kill_on_close(handle)? })
+    }
+    #[cfg(not(windows))]
+    {
+        contain(child, u64::MAX)
+    }
+}
+
 /// Kills the worker and everything in its tree. Unix: `SIGKILL` to its process group,
 /// while the worker is not yet reaped (a reaped leader's id could name someone else's
 /// group), then to the worker itself. Windows: terminates the worker; the rest of the
