@@ -230,9 +230,7 @@ impl Sandbox {
                                 )
                                 .await
                             }
-                            Some(executor) => {
-                                executor.execute(&self.limits, code, &input_json, broker, cancel).await
-                            }
+                            Some(executor) => executor.execute(&self.limits, code, &input_json, broker, cancel).await,
                         }
                     }
                 }

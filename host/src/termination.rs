@@ -96,9 +96,7 @@ impl Termination {
         let mut value = None;
         let (status, error) = match self {
             Termination::Timeout => (Status::Timeout, Some(timeout_detail(limits))),
-            Termination::Cancelled => {
-                (Status::Cancelled, Some(ErrorDetail::new("cancelled", "the run was cancelled")))
-            }
+            Termination::Cancelled => (Status::Cancelled, Some(ErrorDetail::new("cancelled", "the run was cancelled"))),
             Termination::FuelExhausted => (
                 Status::FuelExhausted,
                 Some(ErrorDetail::new(
@@ -158,7 +156,8 @@ pub(crate) fn settle(mut outcome: Outcome, limits: &Limits, tool_breach: Option<
     cap_output(&mut outcome.stdout, limits.max_stdout_bytes);
     cap_output(&mut outcome.stderr, limits.max_stderr_bytes);
     if let Some(value) = &outcome.value {
-        if let Err(err) = broker::serialize_capped(value, limits.max_result_bytes, limits.max_json_depth, "the run's value")
+        if let Err(err) =
+            broker::serialize_capped(value, limits.max_result_bytes, limits.max_json_depth, "the run's value")
         {
             let (status, kind) = match err {
                 JsonError::TooLarge { .. } => (Status::OutputLimit, "max_result_bytes"),

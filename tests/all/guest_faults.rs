@@ -1,7 +1,9 @@
 //! What a guest can do to end its own run badly — exit, raise a huge error — and how the
 //! outcome reports it: the guest's `error`, never `internal`, never unbounded.
 
-use wasmbox::{Outcome, Sandbox, Status, Tools, MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES};
+use wasmbox::{
+    Outcome, Sandbox, Status, Tools, MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES,
+};
 
 use crate::support::{javascript, python};
 

@@ -16,8 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::protocol::{
-    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, MAX_REQUEST_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, MAX_REQUEST_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use crate::broker::link::{GuestBroker, RemoteBroker};
 use crate::broker::{CallError, ToolSummary};
@@ -320,9 +319,9 @@ impl RemoteBroker for ParentBroker {
                 self.session.pending().remove(&call_id);
                 return Err(CallError::Failed(format!("tool `{name}`: the parent process is gone")));
             }
-            answer_rx.await.unwrap_or_else(|_| {
-                Err(CallError::Failed(format!("tool `{name}`: the parent process did not answer")))
-            })
+            answer_rx
+                .await
+                .unwrap_or_else(|_| Err(CallError::Failed(format!("tool `{name}`: the parent process did not answer"))))
         })
     }
 }
