@@ -10,20 +10,23 @@ mod terminal_text;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use wasmbox::worker::{WorkerConfig, WorkerOptions};
 use wasmbox::{
-    DockerOptions, Engine, EngineConfig, ImportPolicy, Isolation, Limits, Outcome, Runtime, Sandbox, Scope, Status,
-    Tools,
+    BuiltinGuest, DockerOptions, Engine, EngineConfig, ImportPolicy, Isolation, Limits, Outcome, Runtime, Sandbox,
+    Scope, Status, Tools,
 };
 
 #[derive(Parser)]
-#[command(name = "wasmbox", version, about = "Run untrusted code in a WebAssembly sandbox, with tools and limits")]
+#[command(
+    name = "wasmbox",
+    version,
+    long_version = long_version(),
+    about = "Run untrusted code in a WebAssembly sandbox, with tools and limits"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -75,6 +78,13 @@ impl Lang {
         match self {
             Lang::Python => "python",
             Lang::Js => "js",
+        }
+    }
+
+    fn builtin(self) -> BuiltinGuest {
+        match self {
+            Lang::Python => BuiltinGuest::Python,
+            Lang::Js => BuiltinGuest::JavaScript,
         }
     }
 
@@ -269,61 +279,83 @@ fn limits_from(args: &RunArgs) -> Limits {
     limits
 }
 
-/// Loads the guest, showing progress on stderr when it must be compiled first. A custom
-/// guest gets the strict import check unless `allow_inert_wasi`; the built-in guests
-/// link the WASI filesystem and sockets through their libc, and are ours.
-fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>, allow_inert_wasi: bool) -> Result<Runtime> {
-    let path = guest.map_or_else(|| wasmbox::builtin_guest_path(lang.name()), Path::to_owned);
-    if !path.is_file() {
-        if guest.is_none() {
-            bail!("the {} guest is not built ({}): run `cargo xtask guests`", lang.name(), path.display());
+/// `--version`: this binary's version and what its built-in guests run, as recorded
+/// when they were built.
+fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let mut text = env!("CARGO_PKG_VERSION").to_owned();
+        for guest in BuiltinGuest::ALL {
+            let line = match guest.versions() {
+                Ok(v) => format!("{} guest: {}, built with {}, for {}", guest.name(), v.runtime, v.built_with, v.wit),
+                Err(err) => err.to_string(),
+            };
+            text.push('\n');
+            text.push_str(&line);
         }
-        bail!("no guest component at {}", path.display());
-    }
+        if let Some(dir) = std::env::var_os(wasmbox::GUEST_DIR_ENV).filter(|dir| !dir.is_empty()) {
+            let dir = Path::new(&dir).display();
+            text.push_str(&format!("\n({} is set: runs load the guests in {dir} instead)", wasmbox::GUEST_DIR_ENV));
+        }
+        text
+    })
+}
+
+/// Loads the guest, showing progress on a terminal when it must be compiled first. A
+/// custom guest gets the strict import check unless `allow_inert_wasi`; the built-in
+/// guests link the WASI filesystem and sockets through their libc, and are ours.
+fn load_runtime(engine: &Engine, lang: Lang, guest: Option<&Path>, allow_inert_wasi: bool) -> Result<Runtime> {
+    let path = match guest {
+        Some(path) if !path.is_file() => bail!("no guest component at {}", path.display()),
+        Some(path) => path.to_owned(),
+        // Unpacked into the cache on its first use, which the progress below covers.
+        None => lang.builtin().path(engine)?,
+    };
     let policy = if guest.is_none() || allow_inert_wasi { ImportPolicy::AllowInertWasi } else { ImportPolicy::Strict };
+    let load = || match guest {
+        None => Runtime::builtin(engine, lang.builtin()),
+        Some(_) => Runtime::from_file_with(engine, &path, policy),
+    };
     // The fast path reads nothing but the file's metadata and the precompiled artifact.
-    if engine.is_precompiled_file(&path) {
-        return Ok(Runtime::from_file_with(engine, &path, policy)?);
+    if path.is_file() {
+        if engine.is_precompiled_file(&path) {
+            return Ok(load()?);
+        }
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        if engine.is_precompiled(&bytes) {
+            return Ok(load()?);
+        }
     }
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    if engine.is_precompiled(&bytes) {
-        return Ok(Runtime::from_file_with(engine, &path, policy)?);
-    }
-    let name = path.file_stem().map_or("guest".into(), |stem| stem.to_string_lossy());
+    let name = guest.map_or_else(|| lang.name().into(), |path| path.file_stem().unwrap_or_default().to_string_lossy());
     let progress = Progress::start(format!("compiling the {name} guest for this machine (first run only)"));
-    let runtime = Runtime::from_file_with(engine, &path, policy);
+    let runtime = load();
     progress.finish();
     Ok(runtime?)
 }
 
-/// An elapsed-time line on stderr while something slow happens.
+/// A spinner with the elapsed time on stderr while something slow happens, when stderr
+/// is a terminal; nothing at all when it is not (a pipe, a log file).
 struct Progress {
-    done: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
     fn start(what: String) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&done);
-        let thread = std::thread::spawn(move || {
-            let started = Instant::now();
-            let tty = std::io::stderr().is_terminal();
-            eprint!("wasmbox: {what}…");
-            while !flag.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(250));
-                if tty {
-                    eprint!("\rwasmbox: {what}… {:.0?}", started.elapsed());
-                }
-            }
-            eprintln!(" done in {:.1?}", started.elapsed());
-        });
-        Progress { done, thread }
+        if !std::io::stderr().is_terminal() {
+            return Progress { bar: None };
+        }
+        let style = indicatif::ProgressStyle::with_template("{spinner} wasmbox: {msg}… {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+        let bar = indicatif::ProgressBar::new_spinner().with_style(style).with_message(what);
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Progress { bar: Some(bar) }
     }
 
     fn finish(self) {
-        self.done.store(true, Ordering::Release);
-        let _ = self.thread.join();
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+            eprintln!("wasmbox: {}… done in {:.1?}", bar.message(), bar.elapsed());
+        }
     }
 }
 

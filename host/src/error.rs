@@ -18,13 +18,15 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A built-in guest has not been built yet.
-    #[error("the {language} guest is not built ({path} is missing): run `cargo xtask guests` first")]
+    /// A built-in guest is not in this build (its crate was compiled from a checkout where
+    /// `cargo xtask guests` had not run), or `WASMBOX_GUEST_DIR` names a directory
+    /// without it (see [`BuiltinGuest::file`](crate::BuiltinGuest::file)).
+    #[error("the {language} guest is not built: {reason}")]
     GuestNotBuilt {
-        /// The guest language.
+        /// The guest's name (`python`, `js`).
         language: String,
-        /// Where it was looked for.
-        path: PathBuf,
+        /// Why, and what to do about it.
+        reason: String,
     },
     /// The bytes are not a component that targets the `wasmbox:sandbox` world, or
     /// compiling it failed.

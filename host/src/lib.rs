@@ -31,6 +31,7 @@ mod admission;
 mod audit;
 mod bindings;
 mod broker;
+mod builtin_guest;
 mod cancel;
 mod engine;
 mod epoch_ticker;
@@ -59,6 +60,7 @@ pub use broker::{
     BrokerCtx, CallContext, CallError, Inherit, JsonError, Projection, RunIdentity, Scope, Tool, ToolFailure,
     ToolRegistrationError, ToolSummary, Tools, MAX_TOOL_NAME_BYTES,
 };
+pub use builtin_guest::{BuiltinGuest, GuestVersions, GUEST_DIR_ENV};
 pub use cancel::CancelToken;
 pub use engine::{
     Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS, DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_MAX_CONCURRENT_RUNS,
@@ -76,5 +78,5 @@ pub use outcome::{
     CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord, MAX_ERROR_KIND_BYTES,
     MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES,
 };
-pub use runtime::{builtin_guest_path, Runtime};
+pub use runtime::Runtime;
 pub use sandbox::Sandbox;

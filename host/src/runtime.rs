@@ -7,6 +7,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::bindings::CodeRunnerPre;
 use crate::broker::link as broker_link;
+use crate::builtin_guest::BuiltinGuest;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::import_check::{self, ImportPolicy};
@@ -36,32 +37,36 @@ struct RuntimeInner {
 }
 
 impl Runtime {
-    /// The CPython guest built by `cargo xtask guests` (see [`builtin_guest_path`]).
+    /// The CPython guest that ships with wasmbox ([`BuiltinGuest::Python`]).
     ///
     /// # Errors
-    /// [`Error::GuestNotBuilt`] when the component file is missing; otherwise as
-    /// [`Runtime::from_file`].
+    /// As [`Runtime::builtin`].
     pub fn python(engine: &Engine) -> Result<Self, Error> {
-        Self::builtin(engine, "python")
+        Self::builtin(engine, BuiltinGuest::Python)
     }
 
-    /// The SpiderMonkey (JavaScript) guest built by `cargo xtask guests`.
+    /// The JavaScript (SpiderMonkey) guest that ships with wasmbox
+    /// ([`BuiltinGuest::JavaScript`]).
     ///
     /// # Errors
-    /// As [`Runtime::python`].
+    /// As [`Runtime::builtin`].
     pub fn javascript(engine: &Engine) -> Result<Self, Error> {
-        Self::builtin(engine, "js")
+        Self::builtin(engine, BuiltinGuest::JavaScript)
     }
 
-    fn builtin(engine: &Engine, language: &str) -> Result<Self, Error> {
-        let path = builtin_guest_path(language);
-        if !path.is_file() {
-            return Err(Error::GuestNotBuilt { language: language.into(), path });
-        }
+    /// A guest that ships with wasmbox, loaded from [`BuiltinGuest::file`]: unpacked into
+    /// the cache directory on first use, then compiled once for this engine's settings
+    /// and cached like any guest file.
+    ///
+    /// # Errors
+    /// As [`BuiltinGuest::file`], then as [`Runtime::from_file`].
+    pub fn builtin(engine: &Engine, guest: BuiltinGuest) -> Result<Self, Error> {
+        let path = guest.file(engine)?;
         // Their libc imports the WASI filesystem (CPython's also sockets) even when a
         // script uses neither; the WASI context makes both inert.
         let policy = ImportPolicy::AllowInertWasi;
-        Self::link(engine, language, engine.load_component_file(&path)?, policy, Some(GuestSource { path, policy }))
+        let component = engine.load_component_file(&path)?;
+        Self::link(engine, guest.name(), component, policy, Some(GuestSource { path, policy }))
     }
 
     /// Loads a component file that targets the `wasmbox:sandbox` world, with the
@@ -144,14 +149,4 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("name", &self.name()).finish_non_exhaustive()
     }
-}
-
-/// Where a built-in guest component is looked for: `$WASMBOX_GUEST_DIR/<language>.wasm`,
-/// else `target/guests/<language>.wasm` of the workspace this crate was built in
-/// (where `cargo xtask guests` puts it).
-pub fn builtin_guest_path(language: &str) -> PathBuf {
-    let dir = std::env::var_os("WASMBOX_GUEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests"));
-    dir.join(format!("{language}.wasm"))
 }

@@ -5,11 +5,11 @@
 //! The guests are built by `cargo xtask guests`; a test that misses one says so.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use serde_json::{json, Value};
-use wasmbox::{builtin_guest_path, Error, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, Status};
+use wasmbox::{BuiltinGuest, Error, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, Status};
 
 use crate::support;
 
@@ -23,6 +23,14 @@ macro_rules! has_a_test {
     };
 }
 
+/// A test guest's component: `target/guests/<name>.wasm` of this checkout, where
+/// `cargo xtask guests` builds it.
+fn guest_path(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests").join(format!("{name}.wasm"));
+    assert!(path.is_file(), "{} is missing: run `cargo xtask guests`", path.display());
+    path
+}
+
 /// A guest from target/guests, loaded once per test process with `policy`.
 fn load(name: &str, policy: ImportPolicy) -> Runtime {
     load_on(&support::engine(), name, policy)
@@ -33,9 +41,7 @@ fn load_on(engine: &wasmbox::Engine, name: &str, policy: ImportPolicy) -> Runtim
     let mut loaded = LOADED.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
     let key = format!("{name} {}", engine.meters_fuel());
     let runtime = loaded.entry(key).or_insert_with(|| {
-        let path = builtin_guest_path(name);
-        assert!(path.is_file(), "{} is missing: run `cargo xtask guests`", path.display());
-        Runtime::from_file_with(engine, &path, policy).unwrap_or_else(|err| panic!("{err}"))
+        Runtime::from_file_with(engine, &guest_path(name), policy).unwrap_or_else(|err| panic!("{err}"))
     });
     runtime.clone()
 }
@@ -183,7 +189,7 @@ mod guest {
             // An engine of its own, so the pool's residency is this test's alone.
             let config = wasmbox::EngineConfig { max_concurrent_runs: 1, keep_resident_bytes, ..Default::default() };
             let engine = wasmbox::Engine::new(config).expect("engine");
-            let runtime = Runtime::from_file_with(&engine, &builtin_guest_path("scribble"), ImportPolicy::Strict)
+            let runtime = Runtime::from_file_with(&engine, &guest_path("scribble"), ImportPolicy::Strict)
                 .unwrap_or_else(|err| panic!("{err} (run `cargo xtask guests`)"));
             let guest = Sandbox::new(runtime, support::tools());
             // Pages of heap: ~4 MiB (within the 16 MiB kept resident) or ~40 MiB (beyond).
@@ -343,8 +349,8 @@ fn interfaces_the_host_does_not_provide_are_refused_under_any_policy() {
 /// the inert policy — which is why `Runtime::python` uses it.
 #[test]
 fn the_python_guest_needs_the_inert_wasi_policy() {
-    let path = builtin_guest_path("python");
-    assert!(path.is_file(), "{} is missing: run `cargo xtask guests`", path.display());
-    let err = Runtime::from_file(&support::engine(), &path).unwrap_err();
+    let engine = support::engine();
+    let path = BuiltinGuest::Python.file(&engine).unwrap_or_else(|err| panic!("{err}"));
+    let err = Runtime::from_file(&engine, &path).unwrap_err();
     assert!(matches!(&err, Error::UnsupportedImport { import, .. } if import.starts_with("wasi:")), "{err}");
 }

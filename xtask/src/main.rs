@@ -3,8 +3,10 @@
 //!
 //! - `cargo xtask setup`  — install what the other steps need (rustup targets, venv, node,
 //!   bubblewrap, the cross-check C toolchain).
-//! - `cargo xtask guests` — build the guest components into `target/guests/`: the
-//!   built-in Python and JS guests, the Rust guests of guests/rust, and the examples.
+//! - `cargo xtask guests` — install what the guests need and build the guest components
+//!   into `target/guests/`: the built-in Python and JS guests, the Rust guests of
+//!   guests/rust, and the examples; and compress the built-in two into their crates,
+//!   guest-bundles/ (what the host crate and binary carry).
 //! - `cargo xtask demo`   — setup + guests + run the demo (Python snippets calling tools).
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
 //!   + every test.
@@ -13,6 +15,7 @@
 //!   from the `wasmbox` binary's loader and libraries and load it into the engine.
 
 mod docker;
+mod guest_bundles;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,6 +26,8 @@ use sha2::{Digest, Sha256};
 
 /// componentize-py is pinned: the guest's snapshot and CPython version come from it.
 const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+/// The CPython that [`COMPONENTIZE_PY`] builds in (checked against the built guest).
+const CPYTHON_VERSION: &str = "3.14.0";
 
 /// Host and CLI are `cargo check`ed for these too, so code that only builds on Linux
 /// cannot land (the worker wrappers have Windows- and macOS-only parts).
@@ -234,8 +239,24 @@ fn build_guests(root: &Path) -> Result<()> {
         install_componentize_js()?;
         run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
     })?;
+    bundle_builtin_guests(root, &lock)?;
     build_examples(root, &out_dir, &lock, install_componentize_js)?;
     build_rust_guests(root, &out_dir)
+}
+
+/// Compresses the built-in guests into their bundle crates (guest-bundles/), which the
+/// host crate depends on: what makes an installed `wasmbox` carry them.
+fn bundle_builtin_guests(root: &Path, js_lock: &str) -> Result<()> {
+    guest_bundles::check_cpython_version(root, CPYTHON_VERSION)?;
+    let componentize_py = COMPONENTIZE_PY.replace("==", " ");
+    let python = guest_bundles::Versions { runtime: format!("CPython {CPYTHON_VERSION}"), built_with: componentize_py };
+    guest_bundles::write(root, "python", &python)?;
+    let componentize_js = guest_bundles::npm_locked_version(js_lock, "@bytecodealliance/componentize-js")?;
+    let js = guest_bundles::Versions {
+        runtime: "SpiderMonkey in StarlingMonkey".into(),
+        built_with: format!("componentize-js {componentize_js}"),
+    };
+    guest_bundles::write(root, "js", &js)
 }
 
 /// The Python guest's C extension module, all of guests/python/native in one shared
