@@ -200,7 +200,9 @@ fn a_host_crate_outside_the_workspace_runs_python_and_javascript_with_a_tool() {
     }
     assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0, "HOME is untouched when WASMBOX_CACHE_DIR is set");
 
-    // The second run finds both files and their artifacts: the same answers.
+    // The second run finds both files and their artifacts: it writes nothing (neither
+    // unpacks nor compiles) and answers the same.
+    let before = snapshot(&cache);
     let output = without_checkout(&binary, &[]).env("HOME", &home).env("WASMBOX_CACHE_DIR", &cache).output().unwrap();
     succeeded("the outside crate's second run", &output);
     let answers = |outcomes: &[serde_json::Value]| -> Vec<_> {
@@ -211,6 +213,22 @@ fn a_host_crate_outside_the_workspace_runs_python_and_javascript_with_a_tool() {
         answers(&outcomes),
         "the second run answers as the first"
     );
+    assert_eq!(snapshot(&cache), before, "the second run wrote to the cache");
+}
+
+/// Every file under `dir` with its length and modification time.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
+    let mut files = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::metadata(&path).unwrap();
+        if meta.is_dir() {
+            files.extend(snapshot(&path));
+        } else {
+            files.insert(path, (meta.len(), meta.modified().unwrap()));
+        }
+    }
+    files
 }
 
 /// The `wasmbox` binary this test was built with, copied into an empty directory: the

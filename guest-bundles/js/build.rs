@@ -22,6 +22,11 @@ fn main() {
             println!("cargo::rustc-env=WASMBOX_GUEST_COMPONENT={}", component.display());
             println!("cargo::rustc-env=WASMBOX_GUEST_MANIFEST={}", manifest.display());
         }
+        // `cargo package` writes Cargo.toml.orig: a published bundle crate without its
+        // guest would build a wasmbox that cannot run the language.
+        (false, false) if Path::new(&dir).join("Cargo.toml.orig").is_file() => {
+            panic!("this package of {package} was published without {name}.wasm.zst")
+        }
         (false, false) => {}
         _ => panic!(
             "{dir} holds only one of {name}.wasm.zst and {name}.wasm.json, which are written together: \

@@ -371,7 +371,7 @@ mod tests {
         assert!(text.contains(&"registry.example/worker@sha256:0123".to_string()));
     }
 
-    /// The built-in guests' default path goes through the crate's folder (`host/..`);
+    /// A guest path may go through a folder and back (`--guest host/../target/x.wasm`);
     /// inside the container `host` must exist for the worker to get there.
     #[test]
     fn paths_through_a_parent_component_get_the_directory_they_pass() {
