@@ -103,7 +103,7 @@ pub(crate) fn check(
 }
 
 /// Why `import` is refused under `policy`, completing "imports `…`, which …".
-fn check_import(import: &str, policy: ImportPolicy) -> Result<(), String> {
+pub(crate) fn check_import(import: &str, policy: ImportPolicy) -> Result<(), String> {
     let Some(name) = InterfaceName::parse(import) else {
         return Err(not_provided());
     };

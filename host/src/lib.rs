@@ -37,6 +37,9 @@ mod engine;
 mod epoch_ticker;
 mod error;
 mod execution;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod import_check;
 mod isolation;
 mod limits;

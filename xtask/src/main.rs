@@ -11,6 +11,9 @@
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
 //!   + every test.
 //! - `cargo xtask cross-check` — only the Windows/macOS `cargo check` (after setup).
+//! - `cargo xtask fuzz-smoke` — build the fuzz targets of fuzz/ (nightly, cargo-fuzz) and
+//!   run each for a few seconds (`WASMBOX_FUZZ_SECONDS`, default 10). Not part of `test`:
+//!   see docs/fuzzing.md.
 //! - `cargo xtask docker-image [BINARY]` — build the `docker` isolation's worker image
 //!   from the `wasmbox` binary's loader and libraries and load it into the engine.
 
@@ -50,7 +53,8 @@ fn main() -> Result<()> {
         "test" => test(&root),
         "cross-check" => cross_check(&root),
         "docker-image" => docker::image_command(&root, std::env::args_os().nth(2).map(PathBuf::from)),
-        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|docker-image [BINARY]>"),
+        "fuzz-smoke" => fuzz_smoke(&root),
+        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|fuzz-smoke|docker-image [BINARY]>"),
     }
 }
 
@@ -435,6 +439,37 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
         } else {
             files.push(path);
         }
+    }
+    Ok(())
+}
+
+/// The cargo-fuzz targets of fuzz/ (docs/fuzzing.md).
+const FUZZ_TARGETS: [&str; 4] = ["worker_frame", "json_guard", "import_check", "broker_call"];
+
+/// Builds the fuzz targets and runs each from its seeds for a few seconds. fuzz/ is a
+/// workspace of its own, built by nightly into fuzz/target: a build of its own of
+/// wasmtime, with sanitizer instrumentation, which is why `test` does not do this.
+fn fuzz_smoke(root: &Path) -> Result<()> {
+    let seconds = std::env::var("WASMBOX_FUZZ_SECONDS").unwrap_or_else(|_| "10".into());
+    // rustup's `cargo`, which understands `+nightly`, not the pinned toolchain's own.
+    let nightly_cargo = || {
+        let mut cargo = Command::new("cargo");
+        cargo.arg("+nightly").current_dir(root).env_remove("RUSTUP_TOOLCHAIN").env_remove("CARGO_TARGET_DIR");
+        cargo
+    };
+    if nightly_cargo().args(["fuzz", "--version"]).output().map_or(true, |o| !o.status.success()) {
+        run(nightly_cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    run(nightly_cargo().args(["fuzz", "build"]))?;
+    for target in FUZZ_TARGETS {
+        let corpus = root.join("fuzz/corpus").join(target);
+        std::fs::create_dir_all(&corpus)?;
+        run(nightly_cargo()
+            .args(["fuzz", "run", target])
+            .arg(&corpus)
+            .arg(root.join("fuzz/seeds").join(target))
+            .arg("--")
+            .arg(format!("-max_total_time={seconds}")))?;
     }
     Ok(())
 }
