@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use tracing_subscriber::EnvFilter;
 use wasmbox::worker::{WorkerConfig, WorkerOptions};
 use wasmbox::{
     BuiltinGuest, DockerOptions, Engine, EngineConfig, ImportPolicy, Isolation, Limits, Outcome, Runtime, Sandbox,
@@ -30,6 +31,12 @@ use wasmbox::{
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log more on stderr: `-v` adds the library's audit events (one JSON line per run
+    /// and tool call, target `wasmbox::audit`), `-vv` debug and `-vvv` trace events of
+    /// wasmbox. Without it, warnings and errors only. RUST_LOG (tracing's `EnvFilter`
+    /// syntax, e.g. `wasmbox::audit=info,wasmtime=debug`), when set, replaces this.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
 }
 
 #[derive(Subcommand)]
@@ -149,6 +156,7 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose);
     if let Command::Worker { args } = &cli.command {
         // Before the async runtime starts its threads: no-new-privileges applies to the
         // calling thread and those it creates later. (Bad arguments are reported below.)
@@ -164,6 +172,56 @@ fn main() -> ExitCode {
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(err) => fail(err),
+    }
+}
+
+/// Sends `tracing` events (the library's warnings and audit events, the CLI's own) to
+/// stderr, filtered by RUST_LOG if set, else by `-v`. Never stdout: that carries the
+/// script's output, `--json`'s outcome and the worker protocol.
+fn init_logging(verbose: u8) {
+    // The library and this binary are both the crate `wasmbox` (module paths
+    // `wasmbox::…`), so one directive raises both; other crates stay at warnings.
+    let from_flags = match verbose {
+        0 => "warn",
+        1 => "warn,wasmbox=info",
+        2 => "warn,wasmbox=debug",
+        _ => "warn,wasmbox=trace",
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::try_new(&spec).unwrap_or_else(|err| {
+            eprintln!("wasmbox: ignoring RUST_LOG ({err}); logging as without it");
+            EnvFilter::new(from_flags)
+        }),
+        _ => EnvFilter::new(from_flags),
+    };
+    let terminal = std::io::stderr().is_terminal();
+    // A subscriber set already (never, in this binary) keeps its place. No colours: on
+    // a terminal the writer escapes control characters, which would show them as text.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(move || LogWriter { terminal })
+        .with_ansi(false)
+        .try_init();
+}
+
+/// stderr for log lines. Events carry text a guest or a tool chose (a tool name as the
+/// guest sent it, a failing tool's stderr), so on a terminal their control sequences are
+/// shown, not obeyed ([`terminal_text`]), as for the guest's own output.
+struct LogWriter {
+    terminal: bool,
+}
+
+impl Write for LogWriter {
+    /// tracing-subscriber's fmt layer hands over each event whole, so escaping per call
+    /// never splits a character or a sequence.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().lock().write_all(terminal_text::escape_on_terminal(&text, self.terminal).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }
 

@@ -2,7 +2,8 @@
 
 wasmtime::component::bindgen!({
     world: "code-runner",
-    path: "../wit",
+    // The crate's own copy of wit/, so the packaged crate builds (tests/all/wit_copies.rs).
+    path: "wit",
     imports: { default: async },
     exports: { default: async },
 });

@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn the_served_version_is_the_one_in_wit() {
-        let wit = include_str!("../../wit/sandbox.wit");
+        let wit = include_str!("../wit/sandbox.wit");
         let current = SERVED_SANDBOX_VERSIONS.last().expect("a served version");
         assert!(wit.contains(&format!("package wasmbox:sandbox@{current};")), "update SERVED_SANDBOX_VERSIONS");
     }

@@ -14,3 +14,4 @@ mod python_isolation;
 mod python_limits;
 mod python_tools;
 mod support;
+mod wit_copies;

@@ -1,15 +1,17 @@
 //! `cargo xtask` — the project's build steps that need more than cargo: pip, npm,
 //! rustup. Kept out of build.rs so that building the host never touches the network.
 //!
-//! - `cargo xtask setup`  — install what the other steps need (rustup targets, venv, node,
-//!   bubblewrap, the cross-check C toolchain).
+//! - `cargo xtask setup`  — install what every step needs: what the guests need (the
+//!   wasm32-wasip2 target, a venv with componentize-py, node and npm, clang) and what
+//!   only `test` needs (the Windows and macOS targets and C toolchain of the cross-check,
+//!   bubblewrap).
 //! - `cargo xtask guests` — install what the guests need and build the guest components
 //!   into `target/guests/`: the built-in Python and JS guests, the Rust guests of
 //!   guests/rust, and the examples; and compress the built-in two into their crates,
 //!   guest-bundles/ (what the host crate and binary carry).
-//! - `cargo xtask demo`   — setup + guests + run the demo (Python snippets calling tools).
+//! - `cargo xtask demo`   — guests + run the demo (Python snippets calling tools).
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
-//!   + every test.
+//!   + `cargo package` of the published crates + every test.
 //! - `cargo xtask cross-check` — only the Windows/macOS `cargo check` (after setup).
 //! - `cargo xtask fuzz-smoke` — build the fuzz targets of fuzz/ (nightly, cargo-fuzz) and
 //!   run each for a few seconds (`WASMBOX_FUZZ_SECONDS`, default 10). Not part of `test`:
@@ -42,9 +44,9 @@ fn main() -> Result<()> {
     std::env::set_current_dir(&root)?;
     match task.as_str() {
         "setup" => setup(&root),
-        "guests" => setup(&root).and_then(|()| build_guests(&root)),
+        "guests" => setup_guests(&root).and_then(|()| build_guests(&root)),
         "demo" => {
-            setup(&root)?;
+            setup_guests(&root)?;
             build_guests(&root)?;
             run(cargo()
                 .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox"])
@@ -81,8 +83,40 @@ fn run(command: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// Installs what every step needs: [`setup_guests`], then what only `test` adds (the
+/// cross-check's rustup targets and C toolchain, bubblewrap for the isolation tests).
 fn setup(root: &Path) -> Result<()> {
-    run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]).args(CROSS_CHECK_TARGETS))?;
+    setup_guests(root)?;
+    run(Command::new("rustup").args(["target", "add"]).args(CROSS_CHECK_TARGETS))?;
+    if cfg!(target_os = "linux") {
+        let mut missing = Vec::new();
+        // The `bwrap` isolation tests run wherever bubblewrap can create namespaces.
+        if !["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].iter().any(|p| Path::new(p).is_file()) {
+            missing.push("bubblewrap");
+        }
+        // The cross-check's C toolchain (see `cross_check_c_env`); setup_guests has
+        // installed clang.
+        for (program, package) in [("llvm-lib", "llvm"), ("llvm-ar", "llvm")] {
+            if Command::new(program).arg("--version").output().is_err() && !missing.contains(&package) {
+                missing.push(package);
+            }
+        }
+        if !Path::new(MINGW_INCLUDE).join("windows.h").is_file() {
+            missing.push("mingw-w64-x86-64-dev");
+        }
+        if !missing.is_empty() {
+            apt_install(&missing)?;
+        }
+    }
+    Ok(())
+}
+
+/// Installs what building the guests (and so `demo`) needs, and no more: the
+/// wasm32-wasip2 target (rust-toolchain.toml lists it, but a toolchain installed before
+/// it did lacks it), a venv with the pinned componentize-py, node and npm, and clang
+/// for the Python guest's C module (see `build_python_native_module`).
+fn setup_guests(root: &Path) -> Result<()> {
+    run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]))?;
     let venv = root.join("target/guest-tools/venv");
     let componentize = venv.join("bin/componentize-py");
     let installed = Command::new(&componentize).arg("--version").output().is_ok_and(|o| {
@@ -107,25 +141,8 @@ fn setup(root: &Path) -> Result<()> {
     if Command::new("npm").arg("--version").output().is_err() {
         apt_install(&["nodejs", "npm"])?;
     }
-    if cfg!(target_os = "linux") {
-        let mut missing = Vec::new();
-        // The `bwrap` isolation tests run wherever bubblewrap can create namespaces.
-        if !["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"].iter().any(|p| Path::new(p).is_file()) {
-            missing.push("bubblewrap");
-        }
-        // clang: the cross-check (see `cross_check_c_env`) and the Python guest's native
-        // module (see `build_python_native_module`).
-        for (program, package) in [("clang", "clang"), ("llvm-lib", "llvm"), ("llvm-ar", "llvm")] {
-            if Command::new(program).arg("--version").output().is_err() && !missing.contains(&package) {
-                missing.push(package);
-            }
-        }
-        if !Path::new(MINGW_INCLUDE).join("windows.h").is_file() {
-            missing.push("mingw-w64-x86-64-dev");
-        }
-        if !missing.is_empty() {
-            apt_install(&missing)?;
-        }
+    if cfg!(target_os = "linux") && Command::new("clang").arg("--version").output().is_err() {
+        apt_install(&["clang"])?;
     }
     Ok(())
 }
@@ -474,6 +491,24 @@ fn fuzz_smoke(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The crates a user can depend on or install, packaged together: `wasmbox` depends
+/// on the two guest bundles, which are not on a registry yet.
+const PUBLISHED_CRATES: [&str; 5] =
+    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox", "wasmbox-cli", "wasmbox-guest"];
+
+/// `cargo package` of [`PUBLISHED_CRATES`]: their metadata is complete, every path
+/// dependency has a version, and what each needs to build (the WIT package, the
+/// licence, the readme) is inside it. Not verified, which would build wasmtime without
+/// vendor/'s patch; the `guest_sdk` CLI test builds a guest against the SDK's package.
+fn package(root: &Path) -> Result<()> {
+    let mut command = cargo();
+    command.args(["package", "--quiet", "--no-verify", "--allow-dirty"]).current_dir(root);
+    for name in PUBLISHED_CRATES {
+        command.args(["-p", name]);
+    }
+    run(&mut command)
+}
+
 fn test(root: &Path) -> Result<()> {
     let started = Instant::now();
     setup(root)?;
@@ -482,6 +517,7 @@ fn test(root: &Path) -> Result<()> {
     run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust")))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
     cross_check(root)?;
+    package(root)?;
     run(cargo()
         .args(["clippy", "--quiet", "--release", "--locked", "--target", "wasm32-wasip2"])
         .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
