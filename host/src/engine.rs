@@ -92,6 +92,12 @@ pub struct EngineConfig {
     /// usually far less). `0` discards everything a run touched instead. Workers
     /// ([`Sandbox::isolation`](crate::Sandbox::isolation)) use the same setting.
     /// Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
+    ///
+    /// # Security
+    /// Only with the crate feature `pagemap-reset`, which is safe only with a wasmtime
+    /// whose scan finds dirty pages that were swapped out (this workspace's vendored
+    /// wasmtime, or wasmtime 50+). Without the feature this setting is ignored and every
+    /// slot is reset by discarding what the run touched.
     pub keep_resident_bytes: usize,
 }
 
@@ -348,7 +354,14 @@ fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmti
     // The cost: up to `keep_resident_bytes` of each slot a run dirtied stays resident
     // between runs. Without the ioctl, keeping memory resident would mean copying all
     // of its first `keep_resident_bytes` back after every run: not worth it.
-    if keep_resident_bytes > 0 && wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+    // A `[patch]` does not travel with a dependency: a crate that depends on this one
+    // gets crates.io's wasmtime 48.0.8 and its unsafe scan, so the in-place reset is
+    // opt-in (feature `pagemap-reset`, which this workspace enables beside its patch)
+    // and everyone else gets the discard-everything reset, slower and safe.
+    if cfg!(feature = "pagemap-reset")
+        && keep_resident_bytes > 0
+        && wasmtime::PoolingAllocationConfig::is_pagemap_scan_available()
+    {
         pool.linear_memory_keep_resident(keep_resident_bytes)
             .table_keep_resident(keep_resident_bytes)
             .pagemap_scan(wasmtime::Enabled::Yes);
