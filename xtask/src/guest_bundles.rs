@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 /// zstd's level 19: the highest before the `--ultra` levels, whose windows cost the
-/// decoder memory. Long-distance matching gains well under 1% on these components.
+/// decoder memory. Neither those nor long-distance matching gain enough on these
+/// components to pay for it (docs/performance.md, "Built-in guests inside the binary").
 const ZSTD_LEVEL: i32 = 19;
 
 /// crates.io refuses a `.crate` file over 10 MiB; one crate per guest keeps each under
