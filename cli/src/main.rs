@@ -5,6 +5,7 @@
 //! 7 tool_limit, 8 rejected, 9 cancelled, 10 crashed, 70 internal.
 
 mod command_tool;
+mod describe_tools;
 mod terminal_text;
 
 use std::io::{IsTerminal, Read, Write};
@@ -58,11 +59,9 @@ enum Command {
         #[arg(long)]
         fuel_metering: bool,
     },
-    /// Print the tools of a tools file as JSON (what a guest's `list_tools()` shows).
-    DescribeTools {
-        /// The tools file (TOML or JSON).
-        tools: PathBuf,
-    },
+    /// Print the tools of a tools file as the guest code's author sees them: a JSON
+    /// catalogue, Python stubs or TypeScript declarations, typed from their schemas.
+    DescribeTools(describe_tools::DescribeToolsArgs),
     /// Show which `--isolation` choices this host can provide, and why not.
     Isolation,
     /// Serve runs for a parent process over stdin/stdout (what `--isolation worker`
@@ -256,13 +255,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             eprintln!("wasmbox: {what} is precompiled in {}", engine.cache_dir().display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::DescribeTools { tools } => {
-            let tools = command_tool::load(&tools)?;
-            let list: Vec<_> = tools
-                .iter()
-                .map(|t| serde_json::json!({"name": t.name(), "description": t.description(), "args_schema": t.args_schema()}))
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&list)?);
+        Command::DescribeTools(args) => {
+            std::io::stdout().lock().write_all(describe_tools::describe(&args)?.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
     }

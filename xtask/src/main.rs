@@ -493,8 +493,8 @@ fn fuzz_smoke(root: &Path) -> Result<()> {
 
 /// The crates a user can depend on or install, packaged together: `wasmbox` depends
 /// on the two guest bundles, which are not on a registry yet.
-const PUBLISHED_CRATES: [&str; 5] =
-    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox", "wasmbox-cli", "wasmbox-guest"];
+const PUBLISHED_CRATES: [&str; 6] =
+    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox", "wasmbox-stubs", "wasmbox-cli", "wasmbox-guest"];
 
 /// `cargo package` of [`PUBLISHED_CRATES`]: their metadata is complete, every path
 /// dependency has a version, and what each needs to build (the WIT package, the
