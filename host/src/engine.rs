@@ -94,10 +94,10 @@ pub struct EngineConfig {
     /// Default: [`DEFAULT_KEEP_RESIDENT_BYTES`].
     ///
     /// # Security
-    /// Only with the crate feature `pagemap-reset`, which is safe only with a wasmtime
-    /// whose scan finds dirty pages that were swapped out (this workspace's vendored
-    /// wasmtime, or wasmtime 50+). Without the feature this setting is ignored and every
-    /// slot is reset by discarding what the run touched.
+    /// Only with the crate feature `pagemap-reset` (its scan finds dirty pages whether
+    /// resident or swapped out, so no run sees another's data either way). Without the
+    /// feature this setting is ignored and every slot is reset by discarding what the
+    /// run touched.
     pub keep_resident_bytes: usize,
 }
 
@@ -348,16 +348,13 @@ fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmti
     // `madvise`-ing all of it away and taking a page fault again in the next run for
     // every page it touches, each run shooting down the other core's TLB, so that two
     // runs in flight were slower than one (docs/performance.md, "Throughput", has the
-    // runs/s before and after). It needs the scan of vendor/wasmtime (see its
-    // README): 48.0.8's skipped dirty pages that were swapped out (the next run in the
-    // slot could read them) and decommitted everything after 32 dirty regions.
-    // The cost: up to `keep_resident_bytes` of each slot a run dirtied stays resident
-    // between runs. Without the ioctl, keeping memory resident would mean copying all
-    // of its first `keep_resident_bytes` back after every run: not worth it.
-    // A `[patch]` does not travel with a dependency: a crate that depends on this one
-    // gets crates.io's wasmtime 48.0.8 and its unsafe scan, so the in-place reset is
-    // opt-in (feature `pagemap-reset`, which this workspace enables beside its patch)
-    // and everyone else gets the discard-everything reset, slower and safe.
+    // runs/s before and after). The cost: up to `keep_resident_bytes` of each slot a
+    // run dirtied stays resident between runs. Without the ioctl, keeping memory
+    // resident would mean copying all of its first `keep_resident_bytes` back after
+    // every run: not worth it. Opt-in (feature `pagemap-reset`) because crates.io's
+    // wasmtime over-reports dirty pages on some kernels, which is safe but can make the
+    // in-place reset slower than discarding; this workspace enables it beside
+    // vendor/wasmtime, which does not (vendor/README.md).
     if cfg!(feature = "pagemap-reset")
         && keep_resident_bytes > 0
         && wasmtime::PoolingAllocationConfig::is_pagemap_scan_available()

@@ -76,9 +76,16 @@ fn cargo() -> Command {
 
 fn run(command: &mut Command) -> Result<()> {
     eprintln!("xtask: running {command:?}");
+    let started = Instant::now();
     let status = command.status().with_context(|| format!("could not start {command:?}"))?;
     if !status.success() {
         bail!("{command:?} failed with {status}");
+    }
+    // Where CI's time goes, step by step (the budget is in the README).
+    let elapsed = started.elapsed();
+    if elapsed.as_secs() >= 5 {
+        let args: Vec<_> = command.get_args().take(4).map(|arg| arg.to_string_lossy()).collect();
+        eprintln!("xtask: {elapsed:.0?} for {} {}", command.get_program().to_string_lossy(), args.join(" "));
     }
     Ok(())
 }

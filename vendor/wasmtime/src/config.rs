@@ -651,6 +651,10 @@ impl Config {
     /// configures per-byte, per-element, and per-page costs for operators whose
     /// work depends on a runtime operand.
     ///
+    /// These costs apply both to operators in function bodies and to operators
+    /// in constant expressions evaluated at instantiation time, such as global
+    /// initializers and element or data segment offsets.
+    ///
     /// This is only relevant when [`Config::consume_fuel`] is enabled.
     pub fn operator_cost(&mut self, cost: OperatorCost) -> &mut Self {
         self.tunables.operator_cost = Some(OperatorCostStrategy::table(cost));
@@ -934,7 +938,7 @@ impl Config {
     /// programs to implement some recursive algorithms with *O(1)* stack space
     /// usage.
     ///
-    /// This is `true` by default except when the Winch compiler is enabled.
+    /// This is `true` by default.
     ///
     /// [WebAssembly tail calls proposal]: https://github.com/WebAssembly/tail-call
     pub fn wasm_tail_call(&mut self, enable: bool) -> &mut Self {
@@ -978,6 +982,27 @@ impl Config {
     /// [WebAssembly custom-page-sizes proposal]: https://github.com/WebAssembly/custom-page-sizes
     pub fn wasm_custom_page_sizes(&mut self, enable: bool) -> &mut Self {
         self.wasm_features(WasmFeatures::CUSTOM_PAGE_SIZES, enable);
+        self
+    }
+
+    /// Configures whether the WebAssembly compact imports proposal is enabled.
+    ///
+    /// The [WebAssembly compact import section proposal]
+    /// adds two compact encodings for imports:
+    /// - A module name and a list of `(item name, type)` pairs
+    /// - A module name, a type, and a list of item names
+    ///
+    /// This reduces redundant module and type listings, and can
+    /// reduce WebAssembly file size, especially in files with many
+    /// repeated imports.
+    ///
+    /// When enabled, compact imports are accepted in binary and text-format inputs.
+    ///
+    /// This feature is `false` by default.
+    ///
+    /// [WebAssembly compact import section proposal]: https://github.com/WebAssembly/compact-import-section
+    pub fn wasm_compact_imports(&mut self, enable: bool) -> &mut Self {
+        self.wasm_features(WasmFeatures::COMPACT_IMPORTS, enable);
         self
     }
 
@@ -1065,7 +1090,7 @@ impl Config {
     /// Configures whether the [WebAssembly wide-arithmetic][proposal] will be
     /// enabled for compilation.
     ///
-    /// This feature is `false` by default.
+    /// This feature is `true` by default.
     ///
     /// [proposal]: https://github.com/WebAssembly/wide-arithmetic
     pub fn wasm_wide_arithmetic(&mut self, enable: bool) -> &mut Self {
@@ -1395,9 +1420,30 @@ impl Config {
         self
     }
 
+    /// This corresponds to the 🔗 emoji in the component model specification.
+    ///
+    /// Please note that Wasmtime's support for this feature is a work in
+    /// progress.
+    #[cfg(feature = "component-model")]
+    pub fn wasm_component_model_canonical_names(&mut self, enable: bool) -> &mut Self {
+        self.wasm_features(WasmFeatures::CM_CANON_NAMES, enable);
+        self
+    }
+
+    /// This corresponds to the 📡 emoji in the component model specification.
+    ///
+    /// Please note that Wasmtime's support for this feature is a work in
+    /// progress.
+    #[cfg(feature = "component-model")]
+    pub fn wasm_component_model_accessors(&mut self, enable: bool) -> &mut Self {
+        self.wasm_features(WasmFeatures::CM_ACCESSORS, enable);
+        self
+    }
+
     /// Configures whether the [Exception-handling proposal][proposal] is enabled or not.
     ///
-    /// This is `true` by default.
+    /// This is `true` by default, except when using [`Strategy::Winch`] where
+    /// it defaults to `false`.
     ///
     /// [proposal]: https://github.com/WebAssembly/exception-handling
     #[cfg(feature = "gc")]
@@ -2418,6 +2464,7 @@ impl Config {
             | WasmFeatures::SHARED_EVERYTHING_THREADS
             | WasmFeatures::COMPONENT_MODEL
             | WasmFeatures::CUSTOM_PAGE_SIZES
+            | WasmFeatures::COMPACT_IMPORTS
             | WasmFeatures::STACK_SWITCHING
             | WasmFeatures::WIDE_ARITHMETIC
             | WasmFeatures::CM_ASYNC
@@ -2429,13 +2476,13 @@ impl Config {
             | WasmFeatures::CM_MAP
             | WasmFeatures::CM64
             | WasmFeatures::CM_FIXED_LENGTH_LISTS
-            | WasmFeatures::CM_IMPLEMENTS;
+            | WasmFeatures::CM_IMPLEMENTS
+            | WasmFeatures::CM_CANON_NAMES
+            | WasmFeatures::CM_ACCESSORS;
 
-        #[allow(unused_mut, reason = "easier to avoid #[cfg]")]
         let mut unsupported = !features_known_to_wasmtime;
 
-        #[cfg(any(feature = "cranelift", feature = "winch"))]
-        match self.compiler_config.as_ref().and_then(|c| c.strategy) {
+        match self.get_strategy() {
             None | Some(Strategy::Cranelift) => {
                 // Pulley at this time fundamentally doesn't support the
                 // `threads` proposal, notably shared memory, because Rust can't
@@ -2470,11 +2517,9 @@ impl Config {
                 unsupported |= WasmFeatures::GC
                     | WasmFeatures::FUNCTION_REFERENCES
                     | WasmFeatures::RELAXED_SIMD
-                    | WasmFeatures::TAIL_CALL
-                    | WasmFeatures::GC_TYPES
-                    | WasmFeatures::EXCEPTIONS
                     | WasmFeatures::LEGACY_EXCEPTIONS
                     | WasmFeatures::STACK_SWITCHING;
+
                 match self.compiler_target().architecture {
                     target_lexicon::Architecture::Aarch64(_) => {
                         unsupported |= WasmFeatures::THREADS;
@@ -2489,6 +2534,13 @@ impl Config {
             Some(Strategy::Auto) => unreachable!(),
         }
         unsupported
+    }
+
+    fn get_strategy(&self) -> Option<Strategy> {
+        #[cfg(any(feature = "cranelift", feature = "winch"))]
+        return self.compiler_config.as_ref()?.strategy;
+        #[cfg(not(any(feature = "cranelift", feature = "winch")))]
+        return None;
     }
 
     /// Calculates the set of features that are enabled for this `Config`.
@@ -2514,42 +2566,63 @@ impl Config {
     /// what's going on, and users should in theory be able to understand "ok
     /// yeah that's why I can't enable that feature here".
     fn features(&self) -> WasmFeatures {
-        // Start with an empty set of wasm features. This notably decouples
-        // features in Wasmtime from features in wasmparser as the two are
-        // generally on different timelines.
-        let mut features = WasmFeatures::empty();
+        let mut features;
 
         // Next add in all on-by-default features that Wasmtime has which are
         // subject to the criteria at
         // https://docs.wasmtime.dev/contributing-implementing-wasm-proposals.html
         // and https://docs.wasmtime.dev/stability-wasm-proposals.html.
         //
-        // Note that the first entry here, `WASM3`, is a fixed feature set that
-        // won't change over time in wasmparser which represents the union of
-        // all on-by-default features in Wasmtime. Also note that this is
-        // further refined in the conditional section below based on crate
-        // features.
-        features |= WasmFeatures::WASM3;
-
-        // features |= WasmFeatures::YOUR_WASM_FEATURE;
-        // ...
-
-        // NB: if you add a feature above this line please double-check
+        // Features here are based on the currently selected compiler. Wasm
+        // features generally are tightly intertwined with compiler support, and
+        // just because we want to on-by-default support in one compiler doesn't
+        // mean we want it for another. Additionally note that each compiler
+        // here starts with a fixed, unchanging, set of wasm features (e.g.
+        // `WASM2` or `WASM3`) which insulates this from `wasmparser`'s
+        // defaults.
+        //
+        // Finally, `None` is possible here when compiler support isn't enabled
+        // at all. In that situation just assume we're using Cranelift's feature
+        // set.
+        //
+        // NB: if you add a feature to a compiler please double-check
         // https://docs.wasmtime.dev/stability-wasm-proposals.html
         // to ensure all requirements are met and/or update the documentation
         // there too.
+        match self.get_strategy() {
+            None | Some(Strategy::Cranelift) => {
+                features = WasmFeatures::WASM3;
+                features |= WasmFeatures::WIDE_ARITHMETIC;
+
+                // features |= WasmFeatures::YOUR_WASM_FEATURE;
+                // ...
+            }
+            Some(Strategy::Winch) => {
+                features = WasmFeatures::WASM2;
+                features.remove(WasmFeatures::GC_TYPES);
+                features |= WasmFeatures::EXTENDED_CONST;
+                features |= WasmFeatures::MEMORY64;
+                features |= WasmFeatures::MULTI_MEMORY;
+            }
+            Some(Strategy::Auto) => unreachable!(),
+        }
 
         // Next configure some features further based on compile-time features
         // of the wasmtime crate itself. For example if "gc" is disabled then
         // `GC_TYPES` are disabled (a wasmparser pseudo-feature) as well as
         // exceptions, but reference-types is still available (e.g. new
         // encodings/types/etc).
-        //
-        // These features are all "on by default" in effect but dependent on
-        // compile-time support being available.
-        features.set(WasmFeatures::GC_TYPES, cfg!(feature = "gc"));
-        features.set(WasmFeatures::EXCEPTIONS, cfg!(feature = "gc"));
-        features.set(WasmFeatures::THREADS, cfg!(feature = "threads"));
+        if !cfg!(feature = "gc") {
+            features.remove(WasmFeatures::GC_TYPES | WasmFeatures::EXCEPTIONS);
+        }
+        if !cfg!(feature = "threads") {
+            features.remove(WasmFeatures::THREADS);
+        }
+
+        // These features aren't included in the base sets above, so explicitly
+        // enable/disable them there based on compiler features. Note that
+        // these are pretty much exclusively runtime-related features so there's
+        // no differentiation here between compilers.
         features.set(
             WasmFeatures::COMPONENT_MODEL,
             cfg!(feature = "component-model"),
@@ -2652,6 +2725,12 @@ impl Config {
         };
 
         let mut tunables = Tunables::default_for_target(&self.compiler_target())?;
+
+        // Stack switching is emitted inline in compiled Wasm. In
+        // ASan-enabled builds the compiler must arrange the
+        // corresponding fiber switch handshake around every such
+        // instruction.
+        tunables.asan_stack_switching = cfg!(asan);
 
         // By default this is enabled with the Cargo feature, and if the feature
         // is missing this is disabled.
@@ -2776,6 +2855,15 @@ impl Config {
                 "concurrency support must be enabled to use the component \
                  model async or threading features"
             )
+        }
+
+        // Generated adapters between components will use `ref.func` in some
+        // async-related situations so `component-model-async` requires
+        // `reference-types`.
+        if features.contains(WasmFeatures::CM_ASYNC)
+            && !features.contains(WasmFeatures::REFERENCE_TYPES)
+        {
+            bail!("the component-model-async feature requires the wasm reference-types proposal");
         }
 
         // If the pooling allocator is used and GC is enabled, check that
@@ -3225,7 +3313,8 @@ impl Config {
     /// be enabled without also having this option enabled.
     ///
     /// This option defaults to whether the crate `gc` feature is enabled or
-    /// not.
+    /// not, except when using [`Strategy::Winch`] where it defaults to
+    /// `false`.
     pub fn gc_support(&mut self, enable: bool) -> &mut Self {
         self.wasm_features(WasmFeatures::GC_TYPES, enable)
     }
@@ -4913,10 +5002,7 @@ impl Engine {
 
     /// Returns the configured [`Config::strategy`] value.
     pub fn get_strategy(&self) -> Option<Strategy> {
-        #[cfg(any(feature = "cranelift", feature = "winch"))]
-        return self.config().compiler_config.as_ref()?.strategy;
-        #[cfg(not(any(feature = "cranelift", feature = "winch")))]
-        return None;
+        self.config().get_strategy()
     }
 
     /// Returns the configured [`Config::collector`] value.

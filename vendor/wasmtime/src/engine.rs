@@ -46,6 +46,24 @@ pub struct Engine {
     inner: Arc<EngineInner>,
 }
 
+// These impls are strictly not necessary but they're currently serving the
+// purpose of the reducing the recursion limit necessary to prove
+// types/futures/etc are `Send` in Wasmtime. This is related to
+// rust-lang/rust#159228.
+//
+// SAFETY: we're re-stating what rustc itself is already going to infer. The
+// `_assert_send_sync` function beneath this is intended to serve as a
+// double-assertion that this actually holds.
+unsafe impl Send for Engine {}
+unsafe impl Sync for Engine {}
+
+fn _assert_send_sync(e: &Engine) {
+    fn _assert<T: Send + Sync>(_: &T) {}
+    let Engine { inner } = e;
+    _assert(e);
+    _assert(inner);
+}
+
 struct EngineInner {
     config: Config,
     features: WasmFeatures,
@@ -788,6 +806,52 @@ impl Engine {
     #[cfg(feature = "pooling-allocator")]
     pub fn pooling_allocator_metrics(&self) -> Option<crate::vm::PoolingAllocatorMetrics> {
         crate::runtime::vm::PoolingAllocatorMetrics::new(self)
+    }
+
+    /// Releases memory the pooling allocator is keeping resident for slots
+    /// that are not currently in use, returning how many bytes were released.
+    ///
+    /// [`PoolingAllocationConfig::linear_memory_keep_resident`] keeps memory
+    /// resident after an instance slot is freed, in order to enable faster
+    /// instantiation on the next use of the same module. This increases
+    /// resident memory size. If an embedder knows that load has decreased and
+    /// wishes to free up memory, it might wish to purge these "warm slots".
+    ///
+    /// This method releases all resident memory held by warm but unused
+    /// slots. The tradeoff is that the next instantiation of any given module
+    /// may be slower, because no cached memory mappings are present anymore.
+    ///
+    /// Note that while this method is running the warm slots it is releasing
+    /// are unavailable for allocation. Instantiations running concurrently
+    /// with this method may therefore fail with a "maximum concurrent limit
+    /// reached" error, even if few instances are live, when the pool's other
+    /// free slots are exhausted.
+    ///
+    /// Returns 0 if this engine is not using the pooling allocator, or if
+    /// nothing was resident to release.
+    ///
+    /// [`PoolingAllocationConfig::linear_memory_keep_resident`]: crate::PoolingAllocationConfig::linear_memory_keep_resident
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use wasmtime::{Config, Engine, InstanceAllocationStrategy};
+    /// # fn main() -> wasmtime::Result<()> {
+    /// let mut config = Config::new();
+    /// config.allocation_strategy(InstanceAllocationStrategy::pooling());
+    /// let engine = Engine::new(&config)?;
+    ///
+    /// // ... once the embedder knows load has decreased ...
+    /// let _bytes = engine.release_idle_pool_memory();
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "pooling-allocator")]
+    pub fn release_idle_pool_memory(&self) -> usize {
+        match self.allocator().as_pooling() {
+            Some(pool) => pool.release_resident_unused_memory(),
+            None => 0,
+        }
     }
 
     pub(crate) fn allocator(&self) -> &dyn crate::runtime::vm::InstanceAllocator {

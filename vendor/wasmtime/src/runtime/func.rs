@@ -3,7 +3,7 @@ use crate::prelude::*;
 use crate::runtime::vm::{
     self, InterpreterRef, SendSyncPtr, StoreBox, VMArrayCallHostFuncContext,
     VMCommonStackInformation, VMContext, VMFuncRef, VMFunctionImport, VMOpaqueContext,
-    VMStoreContext,
+    VMStoreContext, VmPtr,
 };
 use crate::store::{Asyncness, AutoAssertNoGc, InstanceId, StoreId, StoreOpaque};
 use crate::type_registry::RegisteredType;
@@ -277,7 +277,7 @@ pub struct Func {
     /// Note that this field has an `unsafe_*` prefix to discourage use of it.
     /// This is only safe to read/use if `self.store` is validated to belong to
     /// an ambiently provided `StoreOpaque` or similar. Use the
-    /// `self.func_ref()` method instead of this field to perform this check.
+    /// `self.vm_func_ref()` method instead of this field to perform this check.
     unsafe_func_ref: SendSyncPtr<VMFuncRef>,
 }
 
@@ -878,7 +878,7 @@ impl Func {
     /// Note that this is a somewhat expensive method since it requires taking a
     /// lock as well as cloning a type.
     pub(crate) fn load_ty(&self, store: &StoreOpaque) -> FuncType {
-        FuncType::from_shared_type_index(store.engine(), self.type_index(store))
+        FuncType::from_shared_type_index(store.engine(), self.type_index(store)).unwrap()
     }
 
     /// Does this function match the given type?
@@ -1588,21 +1588,28 @@ impl EntryStoreContext {
 
         unsafe {
             let vm_store_context = store.0.vm_store_context();
+            let initial_stack_information = VmPtr::from(
+                NonNull::new(initial_stack_information)
+                    .expect("expected non-null stack information"),
+            );
             let new_stack_chain = VMStackChain::InitialStack(initial_stack_information);
             let stack_chain =
                 mem::replace(&mut *vm_store_context.stack_chain.get(), new_stack_chain);
 
+            // Zero these out, rather than leave the previous activation's
+            // values behind, so that if we call into a host function callee
+            // (which never runs an entry trampoline to overwrite them) and it
+            // walks the stack, we don't see these values both while walking
+            // activations and in the saved state.
+            let take = |field: &core::cell::UnsafeCell<usize>| mem::replace(&mut *field.get(), 0);
+
             Self {
                 stack_limit,
-                last_wasm_exit_pc: *(*vm_store_context).last_wasm_exit_pc.get(),
-                last_wasm_exit_trampoline_fp: *(*vm_store_context)
-                    .last_wasm_exit_trampoline_fp
-                    .get(),
-                last_wasm_entry_fp: *(*vm_store_context).last_wasm_entry_fp.get(),
-                last_wasm_entry_sp: *(*vm_store_context).last_wasm_entry_sp.get(),
-                last_wasm_entry_trap_handler: *(*vm_store_context)
-                    .last_wasm_entry_trap_handler
-                    .get(),
+                last_wasm_exit_pc: take(&vm_store_context.last_wasm_exit_pc),
+                last_wasm_exit_trampoline_fp: take(&vm_store_context.last_wasm_exit_trampoline_fp),
+                last_wasm_entry_fp: take(&vm_store_context.last_wasm_entry_fp),
+                last_wasm_entry_sp: take(&vm_store_context.last_wasm_entry_sp),
+                last_wasm_entry_trap_handler: take(&vm_store_context.last_wasm_entry_trap_handler),
                 stack_chain,
                 vm_store_context,
             }

@@ -838,6 +838,60 @@ pub enum HeapType {
     NoExn,
 }
 
+/// A top heap type.
+#[derive(Debug, Clone, Copy, Eq, PartialEq, Hash)]
+pub enum HeapTopType {
+    /// The common supertype of all external references.
+    Extern,
+    /// The common supertype of all internal references.
+    Any,
+    /// The common supertype of all function references.
+    Func,
+    /// The common supertype of all exception references.
+    Exn,
+    /// The common supertype of all continuation references.
+    Cont,
+}
+
+/// A bottom heap type.
+#[derive(Debug, Clone, Copy, Eq, PartialEq)]
+pub enum HeapBottomType {
+    /// The common subtype of all external references.
+    NoExtern,
+    /// The common subtype of all internal references.
+    None,
+    /// The common subtype of all function references.
+    NoFunc,
+    /// The common subtype of all exception references.
+    NoExn,
+    /// The common subtype of all continuation references.
+    NoCont,
+}
+
+impl From<HeapTopType> for HeapType {
+    fn from(value: HeapTopType) -> Self {
+        match value {
+            HeapTopType::Extern => Self::Extern,
+            HeapTopType::Any => Self::Any,
+            HeapTopType::Func => Self::Func,
+            HeapTopType::Exn => Self::Exn,
+            HeapTopType::Cont => Self::Cont,
+        }
+    }
+}
+
+impl From<HeapBottomType> for HeapType {
+    fn from(value: HeapBottomType) -> Self {
+        match value {
+            HeapBottomType::NoExtern => Self::NoExtern,
+            HeapBottomType::None => Self::None,
+            HeapBottomType::NoFunc => Self::NoFunc,
+            HeapBottomType::NoExn => Self::NoExn,
+            HeapBottomType::NoCont => Self::NoCont,
+        }
+    }
+}
+
 impl Display for HeapType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -1068,14 +1122,14 @@ impl HeapType {
 
     /// Get the top type of this heap type's type hierarchy.
     ///
-    /// The returned heap type is a supertype of all types in this heap type's
-    /// type hierarchy.
+    /// The returned type represents a supertype of all types in this heap
+    /// type's type hierarchy.
     #[inline]
-    pub fn top(&self) -> HeapType {
+    pub fn top(&self) -> HeapTopType {
         match self {
-            HeapType::Func | HeapType::ConcreteFunc(_) | HeapType::NoFunc => HeapType::Func,
+            HeapType::Func | HeapType::ConcreteFunc(_) | HeapType::NoFunc => HeapTopType::Func,
 
-            HeapType::Extern | HeapType::NoExtern => HeapType::Extern,
+            HeapType::Extern | HeapType::NoExtern => HeapTopType::Extern,
 
             HeapType::Any
             | HeapType::Eq
@@ -1084,11 +1138,11 @@ impl HeapType {
             | HeapType::ConcreteArray(_)
             | HeapType::Struct
             | HeapType::ConcreteStruct(_)
-            | HeapType::None => HeapType::Any,
+            | HeapType::None => HeapTopType::Any,
 
-            HeapType::Cont | HeapType::ConcreteCont(_) | HeapType::NoCont => HeapType::Cont,
+            HeapType::Cont | HeapType::ConcreteCont(_) | HeapType::NoCont => HeapTopType::Cont,
 
-            HeapType::Exn | HeapType::ConcreteExn(_) | HeapType::NoExn => HeapType::Exn,
+            HeapType::Exn | HeapType::ConcreteExn(_) | HeapType::NoExn => HeapTopType::Exn,
         }
     }
 
@@ -1105,14 +1159,14 @@ impl HeapType {
 
     /// Get the bottom type of this heap type's type hierarchy.
     ///
-    /// The returned heap type is a subtype of all types in this heap type's
+    /// The returned type represents a subtype of all types in this heap type's
     /// type hierarchy.
     #[inline]
-    pub fn bottom(&self) -> HeapType {
+    pub fn bottom(&self) -> HeapBottomType {
         match self {
-            HeapType::Extern | HeapType::NoExtern => HeapType::NoExtern,
+            HeapType::Extern | HeapType::NoExtern => HeapBottomType::NoExtern,
 
-            HeapType::Func | HeapType::ConcreteFunc(_) | HeapType::NoFunc => HeapType::NoFunc,
+            HeapType::Func | HeapType::ConcreteFunc(_) | HeapType::NoFunc => HeapBottomType::NoFunc,
 
             HeapType::Any
             | HeapType::Eq
@@ -1121,11 +1175,11 @@ impl HeapType {
             | HeapType::ConcreteArray(_)
             | HeapType::Struct
             | HeapType::ConcreteStruct(_)
-            | HeapType::None => HeapType::None,
+            | HeapType::None => HeapBottomType::None,
 
-            HeapType::Cont | HeapType::ConcreteCont(_) | HeapType::NoCont => HeapType::NoCont,
+            HeapType::Cont | HeapType::ConcreteCont(_) | HeapType::NoCont => HeapBottomType::NoCont,
 
-            HeapType::Exn | HeapType::ConcreteExn(_) | HeapType::NoExn => HeapType::NoExn,
+            HeapType::Exn | HeapType::ConcreteExn(_) | HeapType::NoExn => HeapBottomType::NoExn,
         }
     }
 
@@ -1340,13 +1394,13 @@ impl HeapType {
             WasmHeapType::Struct => HeapType::Struct,
             WasmHeapType::None => HeapType::None,
             WasmHeapType::ConcreteFunc(EngineOrModuleTypeIndex::Engine(idx)) => {
-                HeapType::ConcreteFunc(FuncType::from_shared_type_index(engine, *idx))
+                HeapType::ConcreteFunc(FuncType::from_shared_type_index(engine, *idx).unwrap())
             }
             WasmHeapType::ConcreteArray(EngineOrModuleTypeIndex::Engine(idx)) => {
-                HeapType::ConcreteArray(ArrayType::from_shared_type_index(engine, *idx))
+                HeapType::ConcreteArray(ArrayType::from_shared_type_index(engine, *idx).unwrap())
             }
             WasmHeapType::ConcreteStruct(EngineOrModuleTypeIndex::Engine(idx)) => {
-                HeapType::ConcreteStruct(StructType::from_shared_type_index(engine, *idx))
+                HeapType::ConcreteStruct(StructType::from_shared_type_index(engine, *idx).unwrap())
             }
 
             WasmHeapType::ConcreteFunc(EngineOrModuleTypeIndex::Module(_))
@@ -1364,12 +1418,12 @@ impl HeapType {
             WasmHeapType::Cont => HeapType::Cont,
             WasmHeapType::NoCont => HeapType::NoCont,
             WasmHeapType::ConcreteCont(EngineOrModuleTypeIndex::Engine(idx)) => {
-                HeapType::ConcreteCont(ContType::from_shared_type_index(engine, *idx))
+                HeapType::ConcreteCont(ContType::from_shared_type_index(engine, *idx).unwrap())
             }
             WasmHeapType::Exn => HeapType::Exn,
             WasmHeapType::NoExn => HeapType::NoExn,
             WasmHeapType::ConcreteExn(EngineOrModuleTypeIndex::Engine(idx)) => {
-                HeapType::ConcreteExn(ExnType::from_shared_type_index(engine, *idx))
+                HeapType::ConcreteExn(ExnType::from_shared_type_index(engine, *idx).unwrap())
             }
         }
     }
@@ -1402,10 +1456,8 @@ impl HeapType {
     #[inline]
     pub(crate) fn is_vmgcref_type(&self) -> bool {
         match self.top() {
-            Self::Any | Self::Extern | Self::Exn => true,
-            Self::Func => false,
-            Self::Cont => false,
-            ty => unreachable!("not a top type: {ty:?}"),
+            HeapTopType::Any | HeapTopType::Extern | HeapTopType::Exn => true,
+            HeapTopType::Func | HeapTopType::Cont => false,
         }
     }
 
@@ -1496,7 +1548,7 @@ impl ExternType {
         match ty {
             EntityType::Function(idx) => match idx {
                 EngineOrModuleTypeIndex::Engine(e) => {
-                    FuncType::from_shared_type_index(engine, *e).into()
+                    FuncType::from_shared_type_index(engine, *e).unwrap().into()
                 }
                 EngineOrModuleTypeIndex::Module(m) => {
                     let subty = &types[*m];
@@ -1962,9 +2014,9 @@ impl StructType {
 
     /// Get the supertype of this struct type, if any.
     pub fn supertype(&self) -> Option<Self> {
-        self.registered_type
-            .supertype
-            .map(|ty| Self::from_shared_type_index(self.engine(), ty.unwrap_engine_type_index()))
+        self.registered_type.supertype.map(|ty| {
+            Self::from_shared_type_index(self.engine(), ty.unwrap_engine_type_index()).unwrap()
+        })
     }
 
     /// Get the `i`th field type.
@@ -2083,9 +2135,19 @@ impl StructType {
         })
     }
 
-    pub(crate) fn from_shared_type_index(engine: &Engine, index: VMSharedTypeIndex) -> StructType {
-        let ty = RegisteredType::root(engine, index);
-        Self::from_registered_type(ty)
+    /// Get the type registered for `index`.
+    ///
+    /// Returns `None` if `index` does not name a registered type of this
+    /// shape, since indices may come from the untrusted GC heap.
+    pub(crate) fn from_shared_type_index(
+        engine: &Engine,
+        index: VMSharedTypeIndex,
+    ) -> Option<StructType> {
+        let ty = RegisteredType::try_root(engine, index)?;
+        if !ty.is_struct() {
+            return None;
+        }
+        Some(Self::from_registered_type(ty))
     }
 
     pub(crate) fn from_registered_type(registered_type: RegisteredType) -> Self {
@@ -2209,9 +2271,9 @@ impl ArrayType {
 
     /// Get the supertype of this array type, if any.
     pub fn supertype(&self) -> Option<Self> {
-        self.registered_type
-            .supertype
-            .map(|ty| Self::from_shared_type_index(self.engine(), ty.unwrap_engine_type_index()))
+        self.registered_type.supertype.map(|ty| {
+            Self::from_shared_type_index(self.engine(), ty.unwrap_engine_type_index()).unwrap()
+        })
     }
 
     /// Get this array's underlying field type.
@@ -2325,9 +2387,19 @@ impl ArrayType {
         })
     }
 
-    pub(crate) fn from_shared_type_index(engine: &Engine, index: VMSharedTypeIndex) -> ArrayType {
-        let ty = RegisteredType::root(engine, index);
-        Self::from_registered_type(ty)
+    /// Get the type registered for `index`.
+    ///
+    /// Returns `None` if `index` does not name a registered type of this
+    /// shape, since indices may come from the untrusted GC heap.
+    pub(crate) fn from_shared_type_index(
+        engine: &Engine,
+        index: VMSharedTypeIndex,
+    ) -> Option<ArrayType> {
+        let ty = RegisteredType::try_root(engine, index)?;
+        if !ty.is_array() {
+            return None;
+        }
+        Some(Self::from_registered_type(ty))
     }
 
     pub(crate) fn from_registered_type(registered_type: RegisteredType) -> Self {
@@ -2545,9 +2617,9 @@ impl FuncType {
 
     /// Get the supertype of this function type, if any.
     pub fn supertype(&self) -> Option<Self> {
-        self.registered_type
-            .supertype
-            .map(|ty| Self::from_shared_type_index(self.engine(), ty.unwrap_engine_type_index()))
+        self.registered_type.supertype.map(|ty| {
+            Self::from_shared_type_index(self.engine(), ty.unwrap_engine_type_index()).unwrap()
+        })
     }
 
     /// Get the `i`th parameter type.
@@ -2698,9 +2770,19 @@ impl FuncType {
         })
     }
 
-    pub(crate) fn from_shared_type_index(engine: &Engine, index: VMSharedTypeIndex) -> FuncType {
-        let ty = RegisteredType::root(engine, index);
-        Self::from_registered_type(ty)
+    /// Get the type registered for `index`.
+    ///
+    /// Returns `None` if `index` does not name a registered type of this
+    /// shape, since indices may come from the untrusted GC heap.
+    pub(crate) fn from_shared_type_index(
+        engine: &Engine,
+        index: VMSharedTypeIndex,
+    ) -> Option<FuncType> {
+        let ty = RegisteredType::try_root(engine, index)?;
+        if !ty.is_func() {
+            return None;
+        }
+        Some(Self::from_registered_type(ty))
     }
 
     pub(crate) fn from_registered_type(registered_type: RegisteredType) -> Self {
@@ -2763,12 +2845,21 @@ impl ContType {
         self.type_index() == other.type_index()
     }
 
-    pub(crate) fn from_shared_type_index(engine: &Engine, index: VMSharedTypeIndex) -> ContType {
-        let ty = RegisteredType::root(engine, index);
-        assert!(ty.is_cont());
-        Self {
-            registered_type: ty,
+    /// Get the type registered for `index`.
+    ///
+    /// Returns `None` if `index` does not name a registered type of this
+    /// shape, since indices may come from the untrusted GC heap.
+    pub(crate) fn from_shared_type_index(
+        engine: &Engine,
+        index: VMSharedTypeIndex,
+    ) -> Option<ContType> {
+        let ty = RegisteredType::try_root(engine, index)?;
+        if !ty.is_cont() {
+            return None;
         }
+        Some(Self {
+            registered_type: ty,
+        })
     }
 }
 
@@ -2943,17 +3034,26 @@ impl ExnType {
         &self.registered_type
     }
 
-    pub(crate) fn from_shared_type_index(engine: &Engine, index: VMSharedTypeIndex) -> ExnType {
-        let ty = RegisteredType::root(engine, index);
-        assert!(ty.is_exn());
+    /// Get the type registered for `index`.
+    ///
+    /// Returns `None` if `index` does not name a registered type of this
+    /// shape, since indices may come from the untrusted GC heap.
+    pub(crate) fn from_shared_type_index(
+        engine: &Engine,
+        index: VMSharedTypeIndex,
+    ) -> Option<ExnType> {
+        let ty = RegisteredType::try_root(engine, index)?;
+        if !ty.is_exn() {
+            return None;
+        }
         let func_ty = FuncType::from_shared_type_index(
             engine,
-            ty.unwrap_exn().func_ty.unwrap_engine_type_index(),
-        );
-        Self {
+            ty.unwrap_exn().func_ty.as_engine_type_index()?,
+        )?;
+        Some(Self {
             func_ty,
             registered_type: ty,
-        }
+        })
     }
 }
 
@@ -3044,7 +3144,8 @@ impl TagType {
     }
 
     pub(crate) fn from_wasmtime_tag(engine: &Engine, tag: &Tag) -> TagType {
-        let ty = FuncType::from_shared_type_index(engine, tag.signature.unwrap_engine_type_index());
+        let ty = FuncType::from_shared_type_index(engine, tag.signature.unwrap_engine_type_index())
+            .unwrap();
         TagType { ty }
     }
 

@@ -2,10 +2,10 @@ use crate::prelude::*;
 use crate::runtime::component::{HostResourceData, Instance};
 use crate::runtime::vm;
 use crate::runtime::vm::component::{
-    CallContext, ComponentInstance, HandleCounter, HandleTable, OwnedComponentInstance,
+    CallContext, ComponentInstance, HandleCounter, HandleTable, OwnedComponentInstance, Scope,
 };
 use crate::store::{StoreData, StoreId, StoreOpaque};
-use crate::{AsContext, AsContextMut, Engine, Store, StoreContextMut};
+use crate::{AsContext, AsContextMut, Engine, Store, StoreContextMut, bail_bug};
 use core::pin::Pin;
 use wasmtime_environ::component::RuntimeComponentInstanceIndex;
 use wasmtime_environ::prelude::TryPrimaryMap;
@@ -134,6 +134,8 @@ impl ComponentStoreData {
         // be called from with in the context of a `tls::set` closure.
         #[cfg(feature = "component-model-async")]
         if store.0.component_data().task_state.is_concurrent() {
+            store.0.clean_up_task_groups();
+
             ComponentStoreData::drop_fibers_and_futures(store.0);
         }
         #[cfg(not(feature = "component-model-async"))]
@@ -327,6 +329,14 @@ impl StoreOpaque {
 
     pub(crate) fn set_trapped(&mut self) {
         self.store_data_mut().components.trapped = true;
+        self.clean_up_task_groups();
+    }
+
+    /// Determine whether an instance may be entered from the host.
+    ///
+    /// We return `false` here only `self` has been poisoned due to a trap.
+    pub(crate) fn may_enter(&mut self) -> bool {
+        !self.trapped()
     }
 
     pub(crate) fn component_data(&self) -> &ComponentStoreData {
@@ -436,7 +446,7 @@ impl StoreOpaque {
         vm::component::ResourceTables<'_>,
         &mut crate::component::HostResourceData,
     )> {
-        let current_scope_id = self.current_scope_id()?;
+        let current_scope = self.current_scope()?;
 
         let store_id = self.id();
         let data = self.component_data_mut();
@@ -456,7 +466,7 @@ impl StoreOpaque {
                 handle_counter: &mut data.handle_counter,
                 task_state: &mut data.task_state,
                 guest,
-                current_scope_id,
+                current_scope,
             },
             &mut data.host_resource_data,
         ))
@@ -635,11 +645,32 @@ pub struct ComponentTasksNotConcurrent {
 }
 
 impl ComponentTaskState {
-    pub fn call_context(&mut self, id: u32) -> Result<&mut CallContext> {
+    pub fn call_context(&mut self, id: Scope) -> Result<&mut CallContext> {
         match self {
-            ComponentTaskState::NotConcurrent(state) => Ok(&mut state.scopes[id as usize]),
+            ComponentTaskState::NotConcurrent(state) => match id {
+                Scope::Id(id) => Ok(&mut state.scopes[id as usize]),
+                Scope::HostId(_) => bail_bug!("non-concurrent scope cannot be a host ID"),
+            },
             #[cfg(feature = "component-model-async")]
             ComponentTaskState::Concurrent(state) => state.call_context(id),
+        }
+    }
+
+    pub(crate) fn materialize_current_scope(&mut self) -> Result<Scope> {
+        match self {
+            ComponentTaskState::NotConcurrent(_) => {
+                bail_bug!("a non-concurrent scope cannot be deferred")
+            }
+            #[cfg(feature = "component-model-async")]
+            ComponentTaskState::Concurrent(state) => state.materialize_current_scope(),
+        }
+    }
+
+    pub(crate) fn deferred_host_call_context(&mut self) -> Option<&mut CallContext> {
+        match self {
+            ComponentTaskState::NotConcurrent(_) => None,
+            #[cfg(feature = "component-model-async")]
+            ComponentTaskState::Concurrent(state) => state.deferred_host_call_context(),
         }
     }
 

@@ -349,17 +349,6 @@ impl Global {
         }
     }
 
-    #[cfg(feature = "component-model")]
-    pub(crate) fn from_task_may_block(
-        instance: crate::component::store::StoreComponentInstanceId,
-    ) -> Global {
-        Global {
-            store: instance.store_id(),
-            instance: instance.instance().as_u32(),
-            kind: VMGlobalKind::TaskMayBlock,
-        }
-    }
-
     pub(crate) fn wasmtime_ty<'a>(&self, store: &'a StoreOpaque) -> &'a wasmtime_environ::Global {
         self.store.assert_belongs_to(store.id());
         match self.kind {
@@ -371,7 +360,7 @@ impl Global {
             }
             VMGlobalKind::Host(index) => unsafe { &store.host_globals()[index].get().as_ref().ty },
             #[cfg(feature = "component-model")]
-            VMGlobalKind::ComponentFlags(_) | VMGlobalKind::TaskMayBlock => {
+            VMGlobalKind::ComponentFlags(_) => {
                 const TY: wasmtime_environ::Global = wasmtime_environ::Global {
                     mutability: true,
                     wasm_ty: wasmtime_environ::WasmValType::I32,
@@ -389,7 +378,7 @@ impl Global {
             }
             VMGlobalKind::Host(_) => None,
             #[cfg(feature = "component-model")]
-            VMGlobalKind::ComponentFlags(_) | VMGlobalKind::TaskMayBlock => {
+            VMGlobalKind::ComponentFlags(_) => {
                 let instance = crate::component::ComponentInstanceId::from_u32(self.instance);
                 Some(
                     VMOpaqueContext::from_vmcomponent(store.component_instance(instance).vmctx())
@@ -421,8 +410,6 @@ impl Global {
             VMGlobalKind::ComponentFlags(idx) => {
                 u64::from(self.instance) << 32 | u64::from(idx.as_u32())
             }
-            #[cfg(feature = "component-model")]
-            VMGlobalKind::TaskMayBlock => u64::from(self.instance) << 32 | u64::from(u32::MAX),
         }
     }
 
@@ -454,12 +441,6 @@ impl Global {
                     .instance_flags(index)
                     .as_raw()
             }
-            #[cfg(feature = "component-model")]
-            VMGlobalKind::TaskMayBlock => store
-                .component_instance(crate::component::ComponentInstanceId::from_u32(
-                    self.instance,
-                ))
-                .task_may_block(),
         }
     }
 }

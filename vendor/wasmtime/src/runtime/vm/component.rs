@@ -30,7 +30,7 @@ use core::ptr::NonNull;
 use wasmtime_environ::component::*;
 use wasmtime_environ::error::OutOfMemory;
 use wasmtime_environ::prelude::TryPrimaryMap;
-use wasmtime_environ::{HostPtr, PrimaryMap, VMSharedTypeIndex};
+use wasmtime_environ::{HostPtr, PrimaryMap, PtrSize as _, VMSharedTypeIndex};
 
 #[allow(
     clippy::cast_possible_truncation,
@@ -45,7 +45,9 @@ mod resources;
 pub use self::handle_table::{HandleCounter, HandleTable, RemovedResource};
 #[cfg(feature = "component-model-async")]
 pub use self::handle_table::{ThreadHandleTable, TransmitLocalState, Waitable};
-pub use self::resources::{CallContext, ResourceTables, TypedResource, TypedResourceIndex};
+pub use self::resources::{
+    CallContext, CurrentScope, ResourceTables, Scope, TypedResource, TypedResourceIndex,
+};
 
 /// Represents the state of a (sub-)component instance.
 #[derive(Default)]
@@ -365,8 +367,8 @@ impl ComponentInstance {
     #[inline]
     pub fn instance_flags(&self, instance: RuntimeComponentInstanceIndex) -> InstanceFlags {
         unsafe {
-            let ptr =
-                self.vmctx_plus_offset_raw::<VMGlobalDefinition>(self.offsets.may_leave(instance));
+            let ptr = self
+                .vmctx_plus_offset_raw::<VMGlobalDefinition>(self.offsets.may_leave().at(instance));
             InstanceFlags(SendSyncPtr::new(ptr))
         }
     }
@@ -378,7 +380,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn runtime_memory(&self, idx: RuntimeMemoryIndex) -> NonNull<VMMemoryDefinition> {
         unsafe {
-            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.runtime_memory(idx));
+            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.memories().at(idx));
             debug_assert!(ret.as_ptr() as usize != INVALID_PTR);
             ret.as_non_null()
         }
@@ -391,7 +393,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn runtime_table(&self, idx: RuntimeTableIndex) -> VMTableImport {
         unsafe {
-            let ret = *self.vmctx_plus_offset::<VMTableImport>(self.offsets.runtime_table(idx));
+            let ret = *self.vmctx_plus_offset::<VMTableImport>(self.offsets.tables().at(idx));
             debug_assert!(ret.from.as_ptr() as usize != INVALID_PTR);
             debug_assert!(ret.vmctx.as_ptr() as usize != INVALID_PTR);
             ret
@@ -430,7 +432,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn runtime_realloc(&self, idx: RuntimeReallocIndex) -> NonNull<VMFuncRef> {
         unsafe {
-            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.runtime_realloc(idx));
+            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.reallocs().at(idx));
             debug_assert!(ret.as_ptr() as usize != INVALID_PTR);
             ret.as_non_null()
         }
@@ -442,7 +444,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn runtime_callback(&self, idx: RuntimeCallbackIndex) -> NonNull<VMFuncRef> {
         unsafe {
-            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.runtime_callback(idx));
+            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.callbacks().at(idx));
             debug_assert!(ret.as_ptr() as usize != INVALID_PTR);
             ret.as_non_null()
         }
@@ -454,7 +456,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn runtime_post_return(&self, idx: RuntimePostReturnIndex) -> NonNull<VMFuncRef> {
         unsafe {
-            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.runtime_post_return(idx));
+            let ret = *self.vmctx_plus_offset::<VmPtr<_>>(self.offsets.post_returns().at(idx));
             debug_assert!(ret.as_ptr() as usize != INVALID_PTR);
             ret.as_non_null()
         }
@@ -467,7 +469,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn lowering(&self, idx: LoweredIndex) -> VMLowering {
         unsafe {
-            let ret = *self.vmctx_plus_offset::<VMLowering>(self.offsets.lowering(idx));
+            let ret = *self.vmctx_plus_offset::<VMLowering>(self.offsets.lowerings().at(idx));
             debug_assert!(ret.callee.as_ptr() as usize != INVALID_PTR);
             debug_assert!(ret.data.as_ptr() as usize != INVALID_PTR);
             ret
@@ -484,7 +486,7 @@ impl ComponentInstance {
     /// during the instantiation process of a component.
     pub fn trampoline_func_ref(&self, idx: TrampolineIndex) -> NonNull<VMFuncRef> {
         unsafe {
-            let offset = self.offsets.trampoline_func_ref(idx);
+            let offset = self.offsets.trampoline_func_refs().at(idx);
             let ret = self.vmctx_plus_offset_raw::<VMFuncRef>(offset);
             debug_assert!(
                 mem::transmute::<Option<VmPtr<VMWasmCallFunction>>, usize>(ret.as_ref().wasm_call)
@@ -498,7 +500,7 @@ impl ComponentInstance {
     /// Get the core Wasm function reference for the given unsafe intrinsic.
     pub fn unsafe_intrinsic_func_ref(&self, idx: UnsafeIntrinsic) -> NonNull<VMFuncRef> {
         unsafe {
-            let offset = self.offsets.unsafe_intrinsic_func_ref(idx);
+            let offset = self.offsets.intrinsic_func_refs().at(idx);
             let ret = self.vmctx_plus_offset_raw::<VMFuncRef>(offset);
             debug_assert!(
                 mem::transmute::<Option<VmPtr<VMWasmCallFunction>>, usize>(ret.as_ref().wasm_call)
@@ -523,7 +525,7 @@ impl ComponentInstance {
         ptr: NonNull<VMMemoryDefinition>,
     ) {
         unsafe {
-            let offset = self.offsets.runtime_memory(idx);
+            let offset = self.offsets.memories().at(idx);
             let storage = self.vmctx_plus_offset_mut::<VmPtr<VMMemoryDefinition>>(offset);
             debug_assert!((*storage).as_ptr() as usize == INVALID_PTR);
             *storage = ptr.into();
@@ -537,7 +539,7 @@ impl ComponentInstance {
         ptr: NonNull<VMFuncRef>,
     ) {
         unsafe {
-            let offset = self.offsets.runtime_realloc(idx);
+            let offset = self.offsets.reallocs().at(idx);
             let storage = self.vmctx_plus_offset_mut::<VmPtr<VMFuncRef>>(offset);
             debug_assert!((*storage).as_ptr() as usize == INVALID_PTR);
             *storage = ptr.into();
@@ -551,7 +553,7 @@ impl ComponentInstance {
         ptr: NonNull<VMFuncRef>,
     ) {
         unsafe {
-            let offset = self.offsets.runtime_callback(idx);
+            let offset = self.offsets.callbacks().at(idx);
             let storage = self.vmctx_plus_offset_mut::<VmPtr<VMFuncRef>>(offset);
             debug_assert!((*storage).as_ptr() as usize == INVALID_PTR);
             *storage = ptr.into();
@@ -565,7 +567,7 @@ impl ComponentInstance {
         ptr: NonNull<VMFuncRef>,
     ) {
         unsafe {
-            let offset = self.offsets.runtime_post_return(idx);
+            let offset = self.offsets.post_returns().at(idx);
             let storage = self.vmctx_plus_offset_mut::<VmPtr<VMFuncRef>>(offset);
             debug_assert!((*storage).as_ptr() as usize == INVALID_PTR);
             *storage = ptr.into();
@@ -582,7 +584,7 @@ impl ComponentInstance {
     /// here is never needed prior to it being configured here in the instance.
     pub fn set_runtime_table(self: Pin<&mut Self>, idx: RuntimeTableIndex, import: VMTableImport) {
         unsafe {
-            let offset = self.offsets.runtime_table(idx);
+            let offset = self.offsets.tables().at(idx);
             let storage = self.vmctx_plus_offset_mut::<VMTableImport>(offset);
             debug_assert!((*storage).vmctx.as_ptr() as usize == INVALID_PTR);
             debug_assert!((*storage).from.as_ptr() as usize == INVALID_PTR);
@@ -598,7 +600,7 @@ impl ComponentInstance {
             debug_assert!(*self.vmctx_plus_offset::<usize>(callee) == INVALID_PTR);
             let data = self.offsets.lowering_data(idx);
             debug_assert!(*self.vmctx_plus_offset::<usize>(data) == INVALID_PTR);
-            let offset = self.offsets.lowering(idx);
+            let offset = self.offsets.lowerings().at(idx);
             *self.vmctx_plus_offset_mut(offset) = lowering;
         }
     }
@@ -612,7 +614,7 @@ impl ComponentInstance {
         type_index: VMSharedTypeIndex,
     ) {
         unsafe {
-            let offset = self.offsets.trampoline_func_ref(idx);
+            let offset = self.offsets.trampoline_func_refs().at(idx);
             debug_assert!(*self.vmctx_plus_offset::<usize>(offset) == INVALID_PTR);
             let vmctx = VMOpaqueContext::from_vmcomponent(self.vmctx());
             *self.vmctx_plus_offset_mut(offset) = VMFuncRef {
@@ -633,7 +635,7 @@ impl ComponentInstance {
         type_index: VMSharedTypeIndex,
     ) {
         unsafe {
-            let offset = self.offsets.unsafe_intrinsic_func_ref(intrinsic);
+            let offset = self.offsets.intrinsic_func_refs().at(intrinsic);
             debug_assert!(*self.vmctx_plus_offset::<usize>(offset) == INVALID_PTR);
             let vmctx = VMOpaqueContext::from_vmcomponent(self.vmctx());
             *self.vmctx_plus_offset_mut(offset) = VMFuncRef {
@@ -655,7 +657,7 @@ impl ComponentInstance {
         dtor: Option<NonNull<VMFuncRef>>,
     ) {
         unsafe {
-            let offset = self.offsets.resource_destructor(idx);
+            let offset = self.offsets.resource_destructors().at(idx);
             debug_assert!(*self.vmctx_plus_offset::<usize>(offset) == INVALID_PTR);
             *self.vmctx_plus_offset_mut(offset) = dtor.map(VmPtr::from);
         }
@@ -667,14 +669,14 @@ impl ComponentInstance {
     /// after instantiation.
     pub fn resource_destructor(&self, idx: ResourceIndex) -> Option<NonNull<VMFuncRef>> {
         unsafe {
-            let offset = self.offsets.resource_destructor(idx);
+            let offset = self.offsets.resource_destructors().at(idx);
             debug_assert!(*self.vmctx_plus_offset::<usize>(offset) != INVALID_PTR);
             (*self.vmctx_plus_offset::<Option<VmPtr<VMFuncRef>>>(offset)).map(|p| p.as_non_null())
         }
     }
 
     unsafe fn initialize_vmctx(mut self: Pin<&mut Self>) {
-        let offset = self.offsets.magic();
+        let offset = u32::from(self.offsets.ptr.vmcomponent().magic());
         // SAFETY: it's safe to write the magic value during initialization and
         // this is also the right type of value to write.
         unsafe {
@@ -687,14 +689,14 @@ impl ComponentInstance {
         // is also the right type of value to store in the vmctx.
         static BUILTINS: libcalls::VMComponentBuiltins = libcalls::VMComponentBuiltins::INIT;
         let ptr = BUILTINS.expose_provenance();
-        let offset = self.offsets.builtins();
+        let offset = u32::from(self.offsets.ptr.vmcomponent().builtins());
         unsafe {
             *self.as_mut().vmctx_plus_offset_mut(offset) = VmPtr::from(ptr);
         }
 
         // SAFETY: it's safe to initialize the vmctx in this function and this
         // is also the right type of value to store in the vmctx.
-        let offset = self.offsets.vm_store_context();
+        let offset = u32::from(self.offsets.ptr.vmcomponent().store_context());
         unsafe {
             *self.as_mut().vmctx_plus_offset_mut(offset) =
                 VmPtr::from(self.store.0.as_ref().vm_store_context_ptr());
@@ -734,7 +736,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_trampolines {
                 let i = TrampolineIndex::from_u32(i);
-                let offset = self.offsets.trampoline_func_ref(i);
+                let offset = self.offsets.trampoline_func_refs().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -742,7 +744,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_unsafe_intrinsics {
                 let i = UnsafeIntrinsic::from_u32(i);
-                let offset = self.offsets.unsafe_intrinsic_func_ref(i);
+                let offset = self.offsets.intrinsic_func_refs().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -750,7 +752,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_runtime_memories {
                 let i = RuntimeMemoryIndex::from_u32(i);
-                let offset = self.offsets.runtime_memory(i);
+                let offset = self.offsets.memories().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -758,7 +760,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_runtime_reallocs {
                 let i = RuntimeReallocIndex::from_u32(i);
-                let offset = self.offsets.runtime_realloc(i);
+                let offset = self.offsets.reallocs().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -766,7 +768,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_runtime_callbacks {
                 let i = RuntimeCallbackIndex::from_u32(i);
-                let offset = self.offsets.runtime_callback(i);
+                let offset = self.offsets.callbacks().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -774,7 +776,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_runtime_post_returns {
                 let i = RuntimePostReturnIndex::from_u32(i);
-                let offset = self.offsets.runtime_post_return(i);
+                let offset = self.offsets.post_returns().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -782,7 +784,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_resources {
                 let i = ResourceIndex::from_u32(i);
-                let offset = self.offsets.resource_destructor(i);
+                let offset = self.offsets.resource_destructors().at(i);
                 // SAFETY: see above
                 unsafe {
                     *self.as_mut().vmctx_plus_offset_mut(offset) = INVALID_PTR;
@@ -790,7 +792,7 @@ impl ComponentInstance {
             }
             for i in 0..self.offsets.num_runtime_tables {
                 let i = RuntimeTableIndex::from_u32(i);
-                let offset = self.offsets.runtime_table(i);
+                let offset = self.offsets.tables().at(i);
                 // SAFETY: see above
                 #[allow(clippy::cast_possible_truncation, reason = "known to not overflow")]
                 unsafe {
@@ -960,20 +962,6 @@ impl ComponentInstance {
                 self.resource_types.clone(),
             )
         }
-    }
-
-    pub(crate) fn task_may_block(&self) -> NonNull<VMGlobalDefinition> {
-        unsafe { self.vmctx_plus_offset_raw::<VMGlobalDefinition>(self.offsets.task_may_block()) }
-    }
-
-    #[cfg(feature = "component-model-async")]
-    pub(crate) fn get_task_may_block(&self) -> bool {
-        unsafe { *self.task_may_block().as_ref().as_i32() != 0 }
-    }
-
-    #[cfg(feature = "component-model-async")]
-    pub(crate) fn set_task_may_block(self: Pin<&mut Self>, val: bool) {
-        unsafe { *self.task_may_block().as_mut().as_i32_mut() = if val { 1 } else { 0 } }
     }
 }
 

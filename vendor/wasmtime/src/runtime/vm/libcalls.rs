@@ -59,7 +59,11 @@ use crate::prelude::*;
 use crate::runtime::store::{Asyncness, InstanceId, StoreOpaque};
 #[cfg(feature = "gc")]
 use crate::runtime::vm::VMGcRef;
+#[cfg(all(feature = "gc", feature = "stack-switching"))]
+use crate::runtime::vm::provenance::VmPtr;
 use crate::runtime::vm::{self, HostResultHasUnwindSentinel, VMStore, f32x4, f64x2, i8x16};
+#[cfg(all(feature = "gc", feature = "stack-switching"))]
+use crate::vm::vmcontext::VMRawContObj;
 use core::convert::Infallible;
 use core::ptr::NonNull;
 #[cfg(feature = "threads")]
@@ -498,7 +502,11 @@ fn gc_alloc_raw(
     use core::alloc::Layout;
     use wasmtime_environ::{VMGcKind, VMSharedTypeIndex};
 
-    let kind = VMGcKind::from_high_bits_of_u32(kind_and_reserved);
+    // NB: unlike most `VMGcKind`s, this one is a constant baked into compiled
+    // code by our own code generator, not a value out of the GC heap.
+    let Some(kind) = VMGcKind::from_high_bits_of_u32(kind_and_reserved) else {
+        bail_bug!("compiler emitted an invalid `VMGcKind`")
+    };
     log::trace!("gc_alloc_raw(kind={kind:?}, size={size}, align={align})");
 
     let shared_type_index = VMSharedTypeIndex::from_u32(shared_type_index);
@@ -582,7 +590,10 @@ fn get_interned_func_ref(
 
     let store = AutoAssertNoGc::new(store.store_opaque_mut());
 
-    let func_ref_id = FuncRefTableId::from_raw(func_ref_id);
+    let func_ref_id = match FuncRefTableId::from_raw(func_ref_id) {
+        Some(id) => id,
+        None => bail_bug!("bad FuncRefTableId"),
+    };
     let module_interned_type_index = ModuleInternedTypeIndex::from_bits(module_interned_type_index);
 
     let func_ref = if module_interned_type_index.is_reserved_value() {
@@ -602,6 +613,53 @@ fn get_interned_func_ref(
     };
 
     Ok(func_ref.map_or(core::ptr::null_mut(), |f| f.as_ptr().cast()))
+}
+
+// Intern a continuation reference into the GC heap's side table.
+//
+// This libcall may not GC.
+#[cfg(all(feature = "gc", feature = "stack-switching"))]
+unsafe fn intern_contref_for_gc_heap(
+    store: &mut dyn VMStore,
+    _instance: InstanceId,
+    contref: *mut u8,
+    revision: *mut u8,
+) -> Result<u32> {
+    use crate::store::AutoAssertNoGc;
+
+    let mut store = AutoAssertNoGc::new(store.store_opaque_mut());
+    let contobj = unsafe { crate::vm::VMContObj::from_raw_parts(contref, revision.addr()) };
+    let id = unsafe { store.require_gc_store_mut()?.cont_ref_table.intern(contobj) };
+    Ok(id)
+}
+
+// Resolve a continuation reference ID loaded from the GC heap and
+// write its 16 bytes value into caller provided storage `out_result`.
+//
+// This libcall may not GC.
+#[cfg(all(feature = "gc", feature = "stack-switching"))]
+unsafe fn get_interned_contref(
+    store: &mut dyn VMStore,
+    _instance: InstanceId,
+    contref_id: u32,
+    out_result: *mut u8,
+) -> Result<()> {
+    use crate::store::AutoAssertNoGc;
+
+    let store = AutoAssertNoGc::new(store.store_opaque_mut());
+    let contobj = store.unwrap_gc_store().cont_ref_table.get(contref_id)?;
+    let raw = match contobj {
+        Some(contobj) => VMRawContObj {
+            contref: NonNull::new(contobj.contref.as_ptr().cast::<u8>()).map(VmPtr::from),
+            revision: contobj.revision,
+        },
+        None => VMRawContObj {
+            contref: None,
+            revision: 0,
+        },
+    };
+    unsafe { out_result.cast::<VMRawContObj>().write(raw) };
+    Ok(())
 }
 
 #[cfg(feature = "gc")]
@@ -1119,10 +1177,36 @@ fn cont_new(
     func: *mut u8,
     param_count: u32,
     result_count: u32,
+    gc_refs: u32,
 ) -> Result<Option<AllocationSize>> {
-    let ans =
-        crate::vm::stack_switching::cont_new(store, instance, func, param_count, result_count)?;
+    let ans = crate::vm::stack_switching::cont_new(
+        store,
+        instance,
+        func,
+        param_count,
+        result_count,
+        gc_refs != 0,
+    )?;
     Ok(Some(AllocationSize(ans.cast::<u8>() as usize)))
+}
+
+#[cfg(feature = "stack-switching")]
+unsafe fn asan_start_switch_fiber(
+    _store: &mut dyn VMStore,
+    _instance: InstanceId,
+    fake_stack_save: *mut u8,
+    target_csi: *mut u8,
+) {
+    unsafe { crate::vm::stack_switching::asan::start_switch_fiber(fake_stack_save, target_csi) }
+}
+
+#[cfg(feature = "stack-switching")]
+unsafe fn asan_finish_switch_fiber(
+    _store: &mut dyn VMStore,
+    _instance: InstanceId,
+    fake_stack: *mut u8,
+) {
+    unsafe { crate::vm::stack_switching::asan::finish_switch_fiber(fake_stack) }
 }
 
 #[cfg(feature = "gc")]

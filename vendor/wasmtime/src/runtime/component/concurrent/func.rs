@@ -1,5 +1,4 @@
-use crate::component::concurrent::TaskId;
-use crate::component::concurrent::{self, GuestTaskId, PreparedCall};
+use crate::component::concurrent::{self, PreparedCall, TaskGroupId, TaskId};
 use crate::component::func::LowerContext;
 use crate::component::{AsAccessor, ComponentNamedList, Func, Lift, Lower, TypedFunc, Val};
 use crate::prelude::*;
@@ -13,7 +12,7 @@ use wasmtime_environ::component::{InterfaceType, MAX_FLAT_PARAMS, MAX_FLAT_RESUL
 /// Returned from [`Func::start_call_concurrent`] to represent a
 /// pending-but-not-yet-resolved call into wasm.
 pub struct FuncCallConcurrent<'a, T> {
-    call: concurrent::QueuedCall<Vec<Val>>,
+    pub(crate) call: concurrent::StagedCall<Vec<Val>>,
     results: &'a mut [Val],
     _marker: marker::PhantomData<fn(T)>,
 }
@@ -134,9 +133,24 @@ impl Func {
         params: &'a [Val],
         results: &'a mut [Val],
     ) -> Result<FuncCallConcurrent<'a, T>> {
+        let result = self.do_start_call_concurrent(&mut store, params, results);
+
+        if result.is_err() {
+            store.as_context_mut().0.set_trapped();
+        }
+
+        result
+    }
+
+    fn do_start_call_concurrent<'a, T: Send + 'static>(
+        self,
+        mut store: impl AsContextMut<Data = T>,
+        params: &'a [Val],
+        results: &'a mut [Val],
+    ) -> Result<FuncCallConcurrent<'a, T>> {
         self.check_params_results(store.as_context_mut(), params, results)?;
         let prepared = self.prepare_call_dynamic(store.as_context_mut(), params.to_vec())?;
-        let call = concurrent::QueuedCall::new(store.as_context_mut(), prepared)?;
+        let call = concurrent::StagedCall::new(store.as_context_mut(), prepared)?;
         Ok(FuncCallConcurrent {
             call,
             results,
@@ -171,24 +185,27 @@ impl Func {
         params: Vec<Val>,
     ) -> Result<PreparedCall<Vec<Val>>> {
         let store = store.as_context_mut();
+        let (options, _, ty, raw_options) = self.abi_info(store.0);
+        let async_ = raw_options.async_;
+        let instance = self.instance();
 
         concurrent::prepare_call(
             store,
             self,
             MAX_FLAT_PARAMS,
             false,
-            move |func, store, params_out| {
-                func.with_lower_context(store, |cx, ty| {
+            move |store, params_out| {
+                Func::with_lower_context(instance, store, options, ty, |cx, ty| {
                     Self::lower_args(cx, &params, ty, params_out)
                 })
             },
-            move |func, store, results| {
-                let max_flat = if func.abi_async(store) {
+            move |store, results| {
+                let max_flat = if async_ {
                     MAX_FLAT_PARAMS
                 } else {
                     MAX_FLAT_RESULTS
                 };
-                let results = func.with_lift_context(store, |cx, ty| {
+                let results = Func::with_lift_context(instance, store, options, ty, |cx, ty| {
                     Self::lift_results(cx, ty, results, max_flat)?.collect::<Result<Vec<_>>>()
                 })?;
                 Ok(Box::new(results))
@@ -197,20 +214,10 @@ impl Func {
     }
 }
 
-impl<T> FuncCallConcurrent<'_, T> {
-    /// Returns the task that this invocation corresponds to.
-    ///
-    /// This can be later correlated with [`StoreContextMut::async_call_stack`]
-    /// for example.
-    pub fn task(&self) -> GuestTaskId {
-        self.call.task()
-    }
-}
-
 /// Returned from [`TypedFunc::start_call_concurrent`] to represent a
 /// pending-but-not-yet-resolved call into wasm.
 pub struct TypedFuncCallConcurrent<T, P, R> {
-    call: concurrent::QueuedCall<R>,
+    pub(crate) call: concurrent::StagedCall<R>,
     _marker: marker::PhantomData<fn(T, P)>,
 }
 
@@ -268,7 +275,7 @@ where
             task: prepared.task_id(),
         };
 
-        let result = concurrent::QueuedCall::new(wrapper.store.as_context_mut(), prepared)?;
+        let result = concurrent::StagedCall::new(wrapper.store.as_context_mut(), prepared)?;
         wrapper
             .store
             .as_context_mut()
@@ -378,7 +385,7 @@ where
         let prepared = self.prepare_call(store.as_context_mut(), false, move |cx, ty, dst| {
             Self::lower_args(cx, ty, dst, &params)
         })?;
-        let call = concurrent::QueuedCall::new(store, prepared)?;
+        let call = concurrent::StagedCall::new(store, prepared)?;
         Ok(TypedFuncCallConcurrent {
             call,
             _marker: marker::PhantomData,
@@ -431,22 +438,27 @@ where
         } else {
             1
         };
-        let max_results = if self.func().abi_async(store.0) {
+        let (options, _, ty, raw_options) = self.func().abi_info(store.0);
+        let instance = self.func().instance();
+        let max_results = if raw_options.async_ {
             MAX_FLAT_PARAMS
         } else {
             MAX_FLAT_RESULTS
         };
+
         concurrent::prepare_call(
             store,
             *self.func(),
             param_count,
             host_future_present,
-            move |func, store, params_out| {
-                func.with_lower_context(store, |cx, ty| lower(cx, ty, params_out))
+            move |store, params_out| {
+                Func::with_lower_context(instance, store, options, ty, |cx, ty| {
+                    lower(cx, ty, params_out)
+                })
             },
-            move |func, store, results| {
+            move |store, results| {
                 let result = if Return::flatten_count() <= max_results {
-                    func.with_lift_context(store, |cx, ty| {
+                    Func::with_lift_context(instance, store, options, ty, |cx, ty| {
                         // SAFETY: Per the safety requirements documented for the
                         // `ComponentType` trait, `Return::Lower` must be
                         // compatible at the binary level with a `[ValRaw; N]`,
@@ -468,7 +480,7 @@ where
                         Self::lift_stack_result(cx, ty, results)
                     })?
                 } else {
-                    func.with_lift_context(store, |cx, ty| {
+                    Func::with_lift_context(instance, store, options, ty, |cx, ty| {
                         Self::lift_heap_result(cx, ty, &results[0])
                     })?
                 };
@@ -478,12 +490,22 @@ where
     }
 }
 
-impl<T, P, R> TypedFuncCallConcurrent<T, P, R> {
-    /// Returns the task that this invocation corresponds to.
+impl<T> FuncCallConcurrent<'_, T> {
+    /// Returns the task group that this invocation corresponds to.
     ///
-    /// This can be later correlated with [`StoreContextMut::async_call_stack`]
-    /// for example.
-    pub fn task(&self) -> GuestTaskId {
-        self.call.task()
+    /// This can be later correlated with calls to `TaskGroupHook` if the
+    /// `task-group-hook` feature is enabled.
+    pub fn group(&self) -> TaskGroupId {
+        self.call.group
+    }
+}
+
+impl<T, P, R> TypedFuncCallConcurrent<T, P, R> {
+    /// Returns the task group that this invocation corresponds to.
+    ///
+    /// This can be later correlated with calls to `TaskGroupHook` if the
+    /// `task-group-hook` feature is enabled.
+    pub fn group(&self) -> TaskGroupId {
+        self.call.group
     }
 }

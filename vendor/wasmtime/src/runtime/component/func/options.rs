@@ -8,7 +8,7 @@ use crate::component::{Instance, ResourceType, RuntimeInstance};
 use crate::prelude::*;
 use crate::runtime::vm::VMFuncRef;
 use crate::runtime::vm::component::{
-    ComponentInstance, HandleCounter, HandleTable, ResourceTables,
+    ComponentInstance, CurrentScope, HandleCounter, HandleTable, ResourceTables,
 };
 use crate::store::{StoreId, StoreOpaque};
 use alloc::sync::Arc;
@@ -336,7 +336,7 @@ impl<'a, T: 'static> LowerContext<'a, T> {
 #[doc(hidden)]
 pub struct LiftContext<'a> {
     store_id: StoreId,
-    current_scope_id: Option<u32>,
+    current_scope: Option<CurrentScope>,
     /// Like lowering, lifting always has options configured.
     options: OptionsIndex,
 
@@ -372,7 +372,7 @@ impl<'a> LiftContext<'a> {
     ) -> Result<LiftContext<'a>> {
         let store_id = store.id();
         let hostcall_fuel = store.hostcall_fuel();
-        let current_scope_id = store.current_scope_id()?;
+        let current_scope = store.current_scope()?;
         // From `&mut StoreOpaque` provided the goal here is to project out
         // three different disjoint fields owned by the store: memory,
         // `CallContexts`, and `HandleTable`. There's no native API for that
@@ -387,7 +387,7 @@ impl<'a> LiftContext<'a> {
 
         Ok(LiftContext {
             store_id,
-            current_scope_id,
+            current_scope,
             memory,
             options,
             types: component.types(),
@@ -512,7 +512,7 @@ impl<'a> LiftContext<'a> {
                 handle_counter: self.handle_counter,
                 task_state: self.task_state,
                 guest: Some(self.instance.as_mut().instance_states()),
-                current_scope_id: self.current_scope_id,
+                current_scope: self.current_scope,
             },
             self.host_resource_data,
         )

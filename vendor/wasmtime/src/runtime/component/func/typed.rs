@@ -234,7 +234,7 @@ where
         // safety requirements of `Lift` and `Lower` on `Params` and `Return` in
         // combination with checking the various possible branches here and
         // dispatching to appropriately typed functions.
-        let (result, post_return_arg) = unsafe {
+        let result = unsafe {
             // This type is used as `LowerParams` for `call_raw` which is either
             // `Params::Lower` or `ValRaw` representing it's either on the stack
             // or it's on the heap. This allocates 1 extra `ValRaw` on the stack
@@ -266,11 +266,13 @@ where
                     Self::lift_heap_result,
                 )
             }
-        }?;
+        };
 
-        self.func.post_return_impl(store, post_return_arg)?;
+        if result.is_err() {
+            store.0.set_trapped();
+        }
 
-        Ok(result)
+        result
     }
 
     /// Lower parameters directly onto the stack specified by the `dst`
@@ -1085,8 +1087,6 @@ macro_rules! floats {
                 // This is not a `copy_from_slice` because endianness needs to
                 // be handled here, but LLVM should pretty easily transform this
                 // into a memcpy on little-endian platforms.
-                // TODO use `as_chunks` when https://github.com/rust-lang/rust/issues/74985
-                // is stabilized
                 let (dst, rest) = dst.as_chunks_mut::<{Self::SIZE32}>();
                 debug_assert!(rest.is_empty());
                 for (dst, src) in iter::zip(dst, items) {
@@ -1121,12 +1121,12 @@ macro_rules! floats {
 
                 // Copy the resulting slice to a new Vec, handling endianness
                 // in the process
-                // TODO use `as_chunks` when https://github.com/rust-lang/rust/issues/74985
-                // is stabilized
+                let (src, rest) = bytes.as_chunks::<{Self::SIZE32}>();
+                debug_assert!(rest.is_empty());
                 Ok(
-                    bytes
-                        .chunks_exact(Self::SIZE32)
-                        .map(|i| $float::from_le_bytes(*i.as_array().unwrap()))
+                    src
+                        .iter()
+                        .map(|i| $float::from_le_bytes(*i))
                         .collect()
                 )
             }

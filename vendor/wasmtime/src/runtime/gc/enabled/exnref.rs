@@ -10,11 +10,11 @@ use crate::{
     ValRaw, ValType, WasmTy,
     store::{AutoAssertNoGc, StoreOpaque},
 };
-use crate::{ExnType, FieldType, GcHeapOutOfMemory, StoreContextMut, Tag, prelude::*};
+use crate::{ExnType, FieldType, GcHeapOutOfMemory, StoreContextMut, Tag, bail_bug, prelude::*};
 use alloc::sync::Arc;
 use core::mem;
 use core::mem::MaybeUninit;
-use wasmtime_environ::{GcLayout, GcStructLayout, VMGcKind, VMSharedTypeIndex};
+use wasmtime_environ::{GcStructLayout, VMGcKind, VMSharedTypeIndex};
 
 /// An allocator for a particular Wasm GC exception type.
 ///
@@ -374,8 +374,11 @@ impl ExnRef {
     pub(crate) fn type_index(&self, store: &StoreOpaque) -> Result<VMSharedTypeIndex> {
         let gc_ref = self.inner.try_gc_ref(store)?;
         let header = store.require_gc_store()?.header(gc_ref)?;
-        debug_assert!(header.kind().matches(VMGcKind::ExnRef));
-        Ok(header.ty().expect("exnrefs should have concrete types"))
+        debug_assert!(header.matches_kind(VMGcKind::ExnRef));
+        match header.ty() {
+            Some(ty) => Ok(ty),
+            None => bail_bug!("exnrefs should have concrete types"),
+        }
     }
 
     /// Create a new `Rooted<ExnRef>` from the given GC reference.
@@ -440,7 +443,10 @@ impl ExnRef {
     pub(crate) fn _ty(&self, store: &StoreOpaque) -> Result<ExnType> {
         assert!(self.comes_from_same_store(store));
         let index = self.type_index(store)?;
-        Ok(ExnType::from_shared_type_index(store.engine(), index))
+        match ExnType::from_shared_type_index(store.engine(), index) {
+            Some(ty) => Ok(ty),
+            None => bail_bug!("invalid exception type index"),
+        }
     }
 
     /// Does this `exnref` match the given type?
@@ -500,10 +506,16 @@ impl ExnRef {
 
         let gc_ref = self.inner.try_gc_ref(&store)?;
         let header = store.require_gc_store()?.header(gc_ref)?;
-        debug_assert!(header.kind().matches(VMGcKind::ExnRef));
+        debug_assert!(header.matches_kind(VMGcKind::ExnRef));
 
-        let index = header.ty().expect("exnrefs should have concrete types");
-        let ty = ExnType::from_shared_type_index(store.engine(), index);
+        let index = match header.ty() {
+            Some(index) => index,
+            None => bail_bug!("exnrefs should have concrete types"),
+        };
+        let ty = match ExnType::from_shared_type_index(store.engine(), index) {
+            Some(ty) => ty,
+            None => bail_bug!("invalid exception type index"),
+        };
         let len = ty.fields().len();
 
         return Ok(Fields {
@@ -558,22 +570,14 @@ impl ExnRef {
     fn exnref<'a>(&self, store: &'a AutoAssertNoGc<'_>) -> Result<&'a VMExnRef> {
         assert!(self.comes_from_same_store(&store));
         let gc_ref = self.inner.try_gc_ref(store)?;
-        debug_assert!(self.header(store)?.kind().matches(VMGcKind::ExnRef));
+        debug_assert!(self.header(store)?.matches_kind(VMGcKind::ExnRef));
         Ok(gc_ref.as_exnref_unchecked())
     }
 
     fn layout(&self, store: &AutoAssertNoGc<'_>) -> Result<Arc<GcStructLayout>> {
         assert!(self.comes_from_same_store(&store));
         let type_index = self.type_index(store)?;
-        let layout = store
-            .engine()
-            .signatures()
-            .layout(type_index)
-            .expect("exn types should have GC layouts");
-        match layout {
-            GcLayout::Struct(s) => Ok(s),
-            GcLayout::Array(_) => unreachable!(),
-        }
+        super::gc_struct_layout(store.engine(), type_index)
     }
 
     fn field_ty(&self, store: &StoreOpaque, field: usize) -> Result<FieldType> {
@@ -624,7 +628,10 @@ impl ExnRef {
         assert!(self.comes_from_same_store(&store));
         let exnref = self.exnref(&store)?.unchecked_copy();
         let (instance, index) = exnref.tag(&mut store)?;
-        Ok(Tag::from_raw_indices(&*store, instance, index))
+        match Tag::from_raw_indices(&*store, instance, index) {
+            Some(tag) => Ok(tag),
+            None => bail_bug!("invalid tag indices in exception object"),
+        }
     }
 }
 

@@ -9,13 +9,13 @@ use crate::vm::{self, VMGcHeader, VMStructRef};
 use crate::{AnyRef, FieldType};
 use crate::{
     AsContext, AsContextMut, EqRef, GcHeapOutOfMemory, GcRefImpl, GcRootIndex, HeapType,
-    OwnedRooted, RefType, Rooted, StructType, Val, ValRaw, ValType, WasmTy,
+    OwnedRooted, RefType, Rooted, StructType, Val, ValRaw, ValType, WasmTy, bail_bug,
     prelude::*,
     store::{AutoAssertNoGc, StoreContextMut, StoreOpaque, StoreResourceLimiter},
 };
 use alloc::sync::Arc;
 use core::mem::{self, MaybeUninit};
-use wasmtime_environ::{GcLayout, GcStructLayout, VMGcKind, VMSharedTypeIndex};
+use wasmtime_environ::{GcStructLayout, VMGcKind, VMSharedTypeIndex};
 
 /// An allocator for a particular Wasm GC struct type.
 ///
@@ -395,7 +395,10 @@ impl StructRef {
     pub(crate) fn _ty(&self, store: &StoreOpaque) -> Result<StructType> {
         assert!(self.comes_from_same_store(store));
         let index = self.type_index(store)?;
-        Ok(StructType::from_shared_type_index(store.engine(), index))
+        match StructType::from_shared_type_index(store.engine(), index) {
+            Some(ty) => Ok(ty),
+            None => bail_bug!("invalid struct type index"),
+        }
     }
 
     /// Does this `structref` match the given type?
@@ -459,10 +462,16 @@ impl StructRef {
 
         let gc_ref = self.inner.try_gc_ref(&store)?;
         let header = store.require_gc_store()?.header(gc_ref)?;
-        debug_assert!(header.kind().matches(VMGcKind::StructRef));
+        debug_assert!(header.matches_kind(VMGcKind::StructRef));
 
-        let index = header.ty().expect("structrefs should have concrete types");
-        let ty = StructType::from_shared_type_index(store.engine(), index);
+        let index = match header.ty() {
+            Some(index) => index,
+            None => bail_bug!("structrefs should have concrete types"),
+        };
+        let ty = match StructType::from_shared_type_index(store.engine(), index) {
+            Some(ty) => ty,
+            None => bail_bug!("invalid struct type index"),
+        };
         let len = ty.fields().len();
 
         return Ok(Fields {
@@ -517,22 +526,14 @@ impl StructRef {
     fn structref<'a>(&self, store: &'a AutoAssertNoGc<'_>) -> Result<&'a VMStructRef> {
         assert!(self.comes_from_same_store(&store));
         let gc_ref = self.inner.try_gc_ref(store)?;
-        debug_assert!(self.header(store)?.kind().matches(VMGcKind::StructRef));
+        debug_assert!(self.header(store)?.matches_kind(VMGcKind::StructRef));
         Ok(gc_ref.as_structref_unchecked())
     }
 
     fn layout(&self, store: &AutoAssertNoGc<'_>) -> Result<Arc<GcStructLayout>> {
         assert!(self.comes_from_same_store(&store));
         let type_index = self.type_index(store)?;
-        let layout = store
-            .engine()
-            .signatures()
-            .layout(type_index)
-            .expect("struct types should have GC layouts");
-        match layout {
-            GcLayout::Struct(s) => Ok(s),
-            GcLayout::Array(_) => unreachable!(),
-        }
+        super::gc_struct_layout(store.engine(), type_index)
     }
 
     fn field_ty(&self, store: &StoreOpaque, field: usize) -> Result<FieldType> {
@@ -623,8 +624,11 @@ impl StructRef {
     pub(crate) fn type_index(&self, store: &StoreOpaque) -> Result<VMSharedTypeIndex> {
         let gc_ref = self.inner.try_gc_ref(store)?;
         let header = store.require_gc_store()?.header(gc_ref)?;
-        debug_assert!(header.kind().matches(VMGcKind::StructRef));
-        Ok(header.ty().expect("structrefs should have concrete types"))
+        debug_assert!(header.matches_kind(VMGcKind::StructRef));
+        match header.ty() {
+            Some(ty) => Ok(ty),
+            None => bail_bug!("structrefs should have concrete types"),
+        }
     }
 
     /// Create a new `Rooted<StructRef>` from the given GC reference.

@@ -1,4 +1,4 @@
-use super::{TypedResource, TypedResourceIndex};
+use super::{Scope, TypedResource, TypedResourceIndex};
 use crate::prelude::TryVec;
 use crate::{Result, bail};
 use core::mem;
@@ -72,7 +72,7 @@ pub enum RemovedResource {
     /// An `own` resource was removed with the specified `rep`
     Own { rep: u32 },
     /// A `borrow` resource was removed originally created within `scope`.
-    Borrow { scope: u32 },
+    Borrow { scope: Scope },
 }
 
 /// Different kinds of waitables returned by [`HandleTable::waitable_rep`].
@@ -104,7 +104,7 @@ enum Slot {
     /// count of the `scope`.
     ResourceBorrow {
         resource: TypedResource,
-        scope: u32,
+        scope: Scope,
     },
 
     /// Represents a host task handle.
@@ -258,7 +258,7 @@ impl HandleTable {
         &mut self,
         counter: &mut HandleCounter,
         resource: TypedResource,
-        scope: u32,
+        scope: Scope,
     ) -> Result<u32> {
         self.insert(counter, Slot::ResourceBorrow { resource, scope })
     }

@@ -235,9 +235,15 @@ pub unsafe trait GcHeap: 'static + Send + Sync {
     // Struct, array, and general GC object methods
 
     /// Get the header of the object that `gc_ref` points to.
+    ///
+    /// Implementations may assert that the header's kind is valid, so
+    /// allocation paths that have not written the header yet must reach for the
+    /// raw object data instead of these accessors.
     fn header(&self, gc_ref: &VMGcRef) -> Result<&VMGcHeader>;
 
     /// Get the header of the object that `gc_ref` points to.
+    ///
+    /// See `header` for the restriction on uninitialized objects.
     fn header_mut(&mut self, gc_ref: &VMGcRef) -> Result<&mut VMGcHeader>;
 
     /// Get the size (in bytes) of the object referenced by `gc_ref`.

@@ -53,7 +53,7 @@ use crate::runtime::vm::{
     GcRuntime, GcStoreTraceState, SendSyncUnsafeCell, TraceInfo, TypedGcRef, VMExternRef,
     VMGcHeader, VMGcObjectData, VMGcRef,
 };
-use crate::vm::VMMemoryDefinition;
+use crate::vm::{VMDrcHeader, VMDrcHeapData, VMMemoryDefinition};
 use crate::{Engine, Trap, bail_bug, prelude::*};
 use core::sync::atomic::AtomicUsize;
 use core::{
@@ -97,28 +97,17 @@ unsafe impl GcRuntime for DrcCollector {
     }
 }
 
-/// JIT-accessible DRC heap data.
-#[derive(Default)]
-#[repr(C)]
-struct VMDrcHeapDataInner {
-    /// The head of the over-approximated-stack-roots list.
-    over_approximated_stack_roots: Option<VMGcRef>,
-
-    /// The current size of the over-approximated-stack-roots list.
-    current_over_approximated_stack_roots_len: u32,
-
-    /// The size of the over-approximated-stack-roots list immediately after the
-    /// last GC.
-    over_approximated_stack_roots_len_after_last_gc: u32,
-}
-
+/// A `VMDrcHeapData` inside a `SendSyncUnsafeCell`.
+///
+/// Compiled Wasm holds a pointer to the inner `VMDrcHeapData` and writes to it,
+/// so all of the runtime's own accesses go through an `UnsafeCell`.
 #[derive(Default)]
 #[repr(transparent)]
-struct VMDrcHeapData {
-    inner: SendSyncUnsafeCell<VMDrcHeapDataInner>,
+struct VMDrcHeapDataCell {
+    inner: SendSyncUnsafeCell<VMDrcHeapData>,
 }
 
-impl VMDrcHeapData {
+impl VMDrcHeapDataCell {
     fn over_approximated_stack_roots(&self) -> Option<VMGcRef> {
         // Safety: `inner` is valid to read from.
         unsafe {
@@ -177,7 +166,7 @@ struct DrcHeap {
     ///
     /// Note that this is exposed directly to compiled Wasm code through the
     /// vmctx, so must not move.
-    vmctx_data: Box<VMDrcHeapData>,
+    vmctx_data: Box<VMDrcHeapDataCell>,
 
     /// The storage for the GC heap itself.
     memory: Option<crate::vm::Memory>,
@@ -316,7 +305,12 @@ impl DrcHeap {
             Some(allocs) => allocs,
             None => bail_bug!("allocs missing during tracing"),
         };
-        let mut undo = Undo::new((self, allocs), |(this, allocs)| {
+        let mut undo = Undo::new((self, allocs), |(this, mut allocs)| {
+            // Unwinding out of a collection leaves these populated, so we must
+            // restore the invariant that they are empty between collections.
+            allocs.large_array_dec_ref_stack.clear();
+            allocs.to_dealloc.clear();
+
             debug_assert!(this.tracing_allocs.is_none());
             this.tracing_allocs = Some(allocs);
         });
@@ -353,7 +347,7 @@ impl DrcHeap {
 
                 // Trace: enqueue child GC refs for dec-ref'ing.
                 if let Some(ty) = ty {
-                    match this.trace_infos.trace_info(&ty, trace_state) {
+                    match this.trace_infos.trace_info(&ty, trace_state)? {
                         TraceInfo::Struct { gc_ref_offsets } => {
                             stack.reserve(gc_ref_offsets.len());
                             let data = this.gc_object_data(&gc_ref)?;
@@ -398,12 +392,16 @@ impl DrcHeap {
                     // Handle `externref` host data. Only `externref`s have host
                     // data, and `ty` is `None` only for `externref`s, so we skip
                     // this for `struct` and `array` objects entirely.
-                    debug_assert!(drc_header.header.kind().matches(VMGcKind::ExternRef));
+                    debug_assert!(drc_header.header.matches_kind(VMGcKind::ExternRef));
                     let externref = match gc_ref.as_typed::<VMDrcExternRef>(this) {
                         Some(r) => r,
                         None => bail_bug!("expected externref"),
                     };
-                    let host_data_id = this.index(externref)?.host_data;
+                    let host_data_id =
+                        match ExternRefHostDataId::from_raw(this.index(externref)?.host_data) {
+                            Some(id) => id,
+                            None => bail_bug!("invalid `ExternRefHostDataId`"),
+                        };
                     trace_state.host_data_table.dealloc(host_data_id)?;
                 }
 
@@ -485,10 +483,9 @@ impl DrcHeap {
 
             // Each entry must have a valid `VMGcKind`.
             let header = self.header(&gc_ref)?;
-            let kind = header.kind().as_u32();
             assert!(
-                VMGcKind::try_from_u32(kind).is_some(),
-                "over-approx list: entry at heap index {idx} has invalid VMGcKind {kind:#034b}",
+                header.kind().is_some(),
+                "over-approx list: entry at heap index {idx} has an invalid VMGcKind",
             );
 
             // Each entry must have its in-list bit set.
@@ -738,19 +735,6 @@ fn externref_to_drc(externref: &VMExternRef) -> &TypedGcRef<VMDrcExternRef> {
     gc_ref.as_typed_unchecked()
 }
 
-/// The common header for all objects in the DRC collector.
-///
-/// This adds a ref count on top collector-agnostic `VMGcHeader`.
-///
-/// This is accessed by JIT code.
-#[repr(C)]
-struct VMDrcHeader {
-    header: VMGcHeader,
-    ref_count: u64,
-    next_over_approximated_stack_root: Option<VMGcRef>,
-    object_size: u32,
-}
-
 unsafe impl GcHeapObject for VMDrcHeader {
     #[inline]
     fn is(_header: &VMGcHeader) -> bool {
@@ -863,7 +847,7 @@ struct VMDrcArrayHeader {
 unsafe impl GcHeapObject for VMDrcArrayHeader {
     #[inline]
     fn is(header: &VMGcHeader) -> bool {
-        header.kind() == VMGcKind::ArrayRef
+        header.kind() == Some(VMGcKind::ArrayRef)
     }
 }
 
@@ -871,13 +855,15 @@ unsafe impl GcHeapObject for VMDrcArrayHeader {
 #[repr(C)]
 struct VMDrcExternRef {
     header: VMDrcHeader,
-    host_data: ExternRefHostDataId,
+    // The raw encoding of an `ExternRefHostDataId`; the ID type does not accept
+    // every bit pattern, and heap bytes are untrusted.
+    host_data: u32,
 }
 
 unsafe impl GcHeapObject for VMDrcExternRef {
     #[inline]
     fn is(header: &VMGcHeader) -> bool {
-        header.kind() == VMGcKind::ExternRef
+        header.kind() == Some(VMGcKind::ExternRef)
     }
 }
 
@@ -928,7 +914,7 @@ unsafe impl GcHeap for DrcHeap {
         } = self;
 
         *no_gc_count = 0;
-        **vmctx_data = VMDrcHeapData::default();
+        **vmctx_data = VMDrcHeapDataCell::default();
         *free_list = None;
         *vmmemory = None;
         *allocated_bytes = 0;
@@ -936,9 +922,12 @@ unsafe impl GcHeap for DrcHeap {
 
         debug_assert!(tracing_allocs.is_some());
         if let Some(allocs) = tracing_allocs {
+            // Clear, rather than assert empty: an interrupted collection leaves
+            // entries behind, and this runs while the store is being dropped,
+            // where a panic would abort the process.
             allocs.dec_ref_stack.clear();
-            debug_assert!(allocs.large_array_dec_ref_stack.is_empty());
-            debug_assert!(allocs.to_dealloc.is_empty());
+            allocs.large_array_dec_ref_stack.clear();
+            allocs.to_dealloc.clear();
         }
 
         memory.take().unwrap()
@@ -1037,22 +1026,24 @@ unsafe impl GcHeap for DrcHeap {
                 Ok(gc_ref) => gc_ref,
             };
         self.index_mut::<VMDrcExternRef>(gc_ref.as_typed_unchecked())?
-            .host_data = host_data;
+            .host_data = host_data.into_raw();
         Ok(Ok(gc_ref.into_externref_unchecked()))
     }
 
     fn externref_host_data(&self, externref: &VMExternRef) -> Result<ExternRefHostDataId> {
         let typed_ref = externref_to_drc(externref);
-        Ok(self.index(typed_ref)?.host_data)
+        match ExternRefHostDataId::from_raw(self.index(typed_ref)?.host_data) {
+            Some(id) => Ok(id),
+            None => bail_bug!("invalid `ExternRefHostDataId`"),
+        }
     }
 
     fn header(&self, gc_ref: &VMGcRef) -> Result<&VMGcHeader> {
         let header: &VMGcHeader = self.index(gc_ref.as_typed_unchecked())?;
 
         debug_assert!(
-            VMGcKind::try_from_u32(header.kind().as_u32()).is_some(),
-            "header: invalid VMGcKind {:#010x} at gc_ref {gc_ref:#p}",
-            header.kind().as_u32(),
+            header.kind().is_some(),
+            "header: invalid VMGcKind at gc_ref {gc_ref:#p}",
         );
 
         Ok(header)
@@ -1062,9 +1053,8 @@ unsafe impl GcHeap for DrcHeap {
         let header: &mut VMGcHeader = self.index_mut(gc_ref.as_typed_unchecked())?;
 
         debug_assert!(
-            VMGcKind::try_from_u32(header.kind().as_u32()).is_some(),
-            "header_mut: invalid VMGcKind {:#010x} at gc_ref {gc_ref:#p}",
-            header.kind().as_u32(),
+            header.kind().is_some(),
+            "header_mut: invalid VMGcKind at gc_ref {gc_ref:#p}",
         );
 
         Ok(header)
@@ -1194,7 +1184,7 @@ unsafe impl GcHeap for DrcHeap {
     }
 
     unsafe fn vmctx_gc_heap_data(&self) -> NonNull<u8> {
-        let ptr: NonNull<VMDrcHeapData> = NonNull::from(&*self.vmctx_data);
+        let ptr: NonNull<VMDrcHeapDataCell> = NonNull::from(&*self.vmctx_data);
         ptr.cast()
     }
 
@@ -1335,116 +1325,12 @@ impl<T> DerefMut for DebugOnly<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmtime_environ::{HostPtr, PtrSize};
-
-    #[test]
-    fn vm_drc_header_size_align() {
-        assert_eq!(
-            (wasmtime_environ::drc::HEADER_SIZE as usize),
-            core::mem::size_of::<VMDrcHeader>()
-        );
-        assert_eq!(
-            (wasmtime_environ::drc::HEADER_ALIGN as usize),
-            core::mem::align_of::<VMDrcHeader>()
-        );
-    }
 
     #[test]
     fn vm_drc_array_header_length_offset() {
         assert_eq!(
             wasmtime_environ::drc::ARRAY_LENGTH_OFFSET,
             u32::try_from(core::mem::offset_of!(VMDrcArrayHeader, length)).unwrap(),
-        );
-    }
-
-    #[test]
-    fn ref_count_is_at_correct_offset() {
-        let extern_data = VMDrcHeader {
-            header: VMGcHeader::externref(),
-            ref_count: 0,
-            next_over_approximated_stack_root: None,
-            object_size: 0,
-        };
-
-        let extern_data_ptr = &extern_data as *const _;
-        let ref_count_ptr = &extern_data.ref_count as *const _;
-
-        let actual_offset = (ref_count_ptr as usize) - (extern_data_ptr as usize);
-
-        let offsets = wasmtime_environ::VMOffsets::from(wasmtime_environ::VMOffsetsFields {
-            ptr: HostPtr,
-            num_imported_functions: 0,
-            num_imported_tables: 0,
-            num_imported_memories: 0,
-            num_imported_globals: 0,
-            num_imported_tags: 0,
-            num_defined_tables: 0,
-            num_defined_memories: 0,
-            num_owned_memories: 0,
-            num_defined_globals: 0,
-            num_defined_tags: 0,
-            num_escaped_funcs: 0,
-            num_runtime_data: 0,
-            has_startup_func: false,
-        });
-
-        assert_eq!(
-            offsets.vm_drc_header_ref_count(),
-            u32::try_from(actual_offset).unwrap(),
-        );
-    }
-
-    #[test]
-    fn vm_drc_heap_data_over_approximated_stack_roots_offset() {
-        assert_eq!(
-            HostPtr.vmdrc_heap_data_over_approximated_stack_roots() as usize,
-            core::mem::offset_of!(VMDrcHeapDataInner, over_approximated_stack_roots),
-        );
-    }
-
-    #[test]
-    fn vm_drc_heap_data_current_over_approximated_stack_roots_len_offset() {
-        assert_eq!(
-            HostPtr.vmdrc_heap_data_current_over_approximated_stack_roots_len() as usize,
-            core::mem::offset_of!(
-                VMDrcHeapDataInner,
-                current_over_approximated_stack_roots_len
-            ),
-        );
-    }
-
-    #[test]
-    fn vm_drc_heap_data_over_approximated_stack_roots_len_after_last_gc_offset() {
-        assert_eq!(
-            HostPtr.vmdrc_heap_data_over_approximated_stack_roots_len_after_last_gc() as usize,
-            core::mem::offset_of!(
-                VMDrcHeapDataInner,
-                over_approximated_stack_roots_len_after_last_gc
-            ),
-        );
-    }
-
-    #[test]
-    fn vm_drc_heap_data_size() {
-        assert_eq!(
-            HostPtr.size_of_vmdrc_heap_data() as usize,
-            core::mem::size_of::<VMDrcHeapData>(),
-        );
-        assert_eq!(
-            HostPtr.size_of_vmdrc_heap_data() as usize,
-            core::mem::size_of::<VMDrcHeapDataInner>(),
-        );
-    }
-
-    #[test]
-    fn vm_drc_heap_data_align() {
-        assert_eq!(
-            HostPtr.align_of_vmdrc_heap_data() as usize,
-            core::mem::align_of::<VMDrcHeapData>(),
-        );
-        assert_eq!(
-            HostPtr.align_of_vmdrc_heap_data() as usize,
-            core::mem::align_of::<VMDrcHeapDataInner>(),
         );
     }
 }

@@ -61,6 +61,7 @@ use crate::runtime::vm::{
     CompiledModuleId, InstanceAllocationRequest, Memory, MemoryBase, MemoryImageSlot, Mmap,
     MmapOffset, mmap::AlignedLength,
 };
+use crate::vm::sys::vm::{decommit_pages, iovec};
 use crate::{
     Enabled,
     runtime::vm::mpk::{self, ProtectionKey, ProtectionMask},
@@ -576,6 +577,59 @@ impl MemoryPool {
                 }
             }
         }
+    }
+
+    /// Releases the memory this pool is keeping resident for unused-but-warm
+    /// slots.
+    ///
+    /// Useful when the embedder knows that load has decreased and wishes to
+    /// reduce resident memory usage at the cost of some instantiation time at
+    /// the next instantiation.
+    ///
+    /// Returns the number of bytes freed.
+    ///
+    /// Slots are taken out of the free lists before their memory is released
+    /// and returned afterwards, so nothing can allocate a slot while it is
+    /// being decommitted, the same order `DecommitQueue::flush` uses.
+    pub fn release_resident_unused_memory(&self) -> usize {
+        let mut released = 0;
+        for (stripe_index, stripe) in self.stripes.iter().enumerate() {
+            let taken = stripe.allocator.take_resident_warm_slots();
+            if taken.is_empty() {
+                continue;
+            }
+
+            let mut iov = Vec::with_capacity(taken.len());
+            for (id, bytes_resident) in &taken {
+                if *bytes_resident == 0 {
+                    continue;
+                }
+                let index = StripedAllocationIndex(id.0)
+                    .as_unstriped_slot_index(stripe_index, self.stripes.len());
+                iov.push(iovec {
+                    iov_base: self.get_base(index).as_mut_ptr().cast(),
+                    iov_len: self.layout.max_memory_bytes.byte_count(),
+                });
+            }
+
+            // SAFETY: every region here belongs to a slot this loop has taken
+            // out of the free list, so it is not in use and cannot be handed
+            // out until it is freed below.
+            let decommitted = unsafe { decommit_pages(&iov) }.is_ok();
+
+            // A failed decommit leaves the pages resident with the contents
+            // they had, which is a correct state: the slots go back reporting
+            // the same bytes as before and nothing but the reclaim is lost.
+            for (id, bytes_resident) in taken {
+                if decommitted {
+                    released += bytes_resident;
+                    stripe.allocator.free(id, 0);
+                } else {
+                    stripe.allocator.free(id, bytes_resident);
+                }
+            }
+        }
+        released
     }
 
     fn get_base(&self, allocation_index: MemoryAllocationIndex) -> MmapOffset {
