@@ -11,7 +11,8 @@
 //!   guest-bundles/ (what the host crate and binary carry).
 //! - `cargo xtask demo`   — guests + run the demo (Python snippets calling tools).
 //! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
-//!   + `cargo package` of the published crates + every test.
+//!   + `cargo package` of the published crates + every test + the Python package's wheel
+//!     and its pytest suite (python/, in target/python).
 //! - `cargo xtask cross-check` — only the Windows/macOS `cargo check` (after setup).
 //! - `cargo xtask fuzz-smoke` — build the fuzz targets of fuzz/ (nightly, cargo-fuzz) and
 //!   run each for a few seconds (`WASMBOX_FUZZ_SECONDS`, default 10). Not part of `test`:
@@ -21,6 +22,7 @@
 
 mod docker;
 mod guest_bundles;
+mod python_package;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -566,6 +568,8 @@ fn test(root: &Path) -> Result<()> {
         tests.env("WASMBOX_REQUIRE_DOCKER", "1");
     }
     run(&mut tests)?;
+    // The Python package's wheel, installed into a venv of its own, and its pytest suite.
+    python_package::test(root, &wasmbox)?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }

@@ -1,0 +1,391 @@
+//! `wasmbox._native`: the extension module under the `wasmbox` Python package.
+//!
+//! It holds one [`Engine`] per process, made on first use (`configure_engine` sets its
+//! settings before that), one [`Runtime`] per language, and one tokio runtime whose
+//! threads drive the runs that `run_async` starts. A sync `run` drives its run on the
+//! caller's thread with the GIL released, waking every [`SIGNAL_POLL`] to let Python
+//! handle signals: Ctrl-C cancels the run and raises `KeyboardInterrupt`.
+//!
+//! Only the crate's public API is used; the Python-facing classes, schema derivation
+//! and the integrations are the pure-Python part of the package (`wasmbox/*.py`).
+
+#![deny(missing_docs)]
+
+mod convert;
+mod outcome;
+mod tools;
+
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use serde_json::Value;
+use wasmbox::{CancelToken, Engine, EngineConfig, Isolation, Limits, Runtime, Sandbox, Scope, Tools};
+
+use outcome::PyOutcome;
+use tools::{ToolSpec, RUN_LOOP};
+
+/// How often a sync run lets Python look at pending signals (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// The engine's settings until it is made; `None` once it is.
+static ENGINE_CONFIG: Mutex<Option<EngineConfig>> = Mutex::new(None);
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+static PYTHON: OnceLock<Runtime> = OnceLock::new();
+static JAVASCRIPT: OnceLock<Runtime> = OnceLock::new();
+static TOKIO: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+
+/// A Python exception class of `wasmbox._errors`, raised with `message`.
+fn error(py: Python<'_>, class: &str, message: impl Into<String>) -> PyErr {
+    let class = py.import("wasmbox._errors").and_then(|m| m.getattr(class)).and_then(|c| Ok(c.cast_into::<PyType>()?));
+    match class {
+        Ok(class) => PyErr::from_type(class, message.into()),
+        Err(err) => err,
+    }
+}
+
+/// The exception for a setup error of the crate.
+fn setup_error(py: Python<'_>, err: &wasmbox::Error) -> PyErr {
+    let class = match err {
+        wasmbox::Error::Isolation { .. } => "IsolationError",
+        wasmbox::Error::GuestNotBuilt { .. } => "GuestNotBuiltError",
+        wasmbox::Error::Cache { .. } => "CacheError",
+        wasmbox::Error::InvalidComponent(_)
+        | wasmbox::Error::UnsupportedImport { .. }
+        | wasmbox::Error::ReadGuest { .. } => "GuestError",
+        _ => "EngineError",
+    };
+    error(py, class, err.to_string())
+}
+
+fn tokio_runtime() -> &'static tokio::runtime::Runtime {
+    TOKIO.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("wasmbox")
+            .build()
+            .expect("the tokio runtime starts (threads and a timer)")
+    })
+}
+
+/// The process's engine, made on first use.
+fn engine(py: Python<'_>) -> PyResult<&'static Engine> {
+    if let Some(engine) = ENGINE.get() {
+        return Ok(engine);
+    }
+    let config = ENGINE_CONFIG.lock().map_err(|_| error(py, "EngineError", "engine lock poisoned"))?.clone();
+    let made = py.detach(|| ENGINE.get_or_try_init_compat(|| Engine::new(config.unwrap_or_default())));
+    made.map_err(|e| setup_error(py, &e))
+}
+
+/// `OnceLock::get_or_try_init` is not stable: a lock around the first initialisation.
+trait TryInit<T> {
+    fn get_or_try_init_compat<E>(&self, init: impl FnOnce() -> Result<T, E>) -> Result<&T, E>;
+}
+
+impl<T> TryInit<T> for OnceLock<T> {
+    fn get_or_try_init_compat<E>(&self, init: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
+        static INIT: Mutex<()> = Mutex::new(());
+        if let Some(value) = self.get() {
+            return Ok(value);
+        }
+        let _one_at_a_time = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(value) = self.get() {
+            return Ok(value);
+        }
+        let value = init()?;
+        Ok(self.get_or_init(|| value))
+    }
+}
+
+/// How a built-in guest's runtime is loaded.
+type LoadRuntime = fn(&Engine) -> Result<Runtime, wasmbox::Error>;
+
+/// The runtime of `language`, loaded (and on a cold cache compiled) on first use.
+fn runtime(py: Python<'_>, language: &str) -> PyResult<Runtime> {
+    let engine = engine(py)?;
+    let (cell, load): (&OnceLock<Runtime>, LoadRuntime) = match language {
+        "python" => (&PYTHON, Runtime::python),
+        "javascript" | "js" => (&JAVASCRIPT, Runtime::javascript),
+        other => {
+            let message = format!("unknown language `{other}`: expected \"python\" or \"javascript\"");
+            return Err(error(py, "ConfigurationError", message));
+        }
+    };
+    let loaded = py.detach(|| cell.get_or_try_init_compat(|| load(engine)).cloned());
+    loaded.map_err(|e| setup_error(py, &e))
+}
+
+/// Sets the settings of the process's engine; only before the first sandbox is made.
+#[pyfunction]
+#[pyo3(signature = (*, cache_dir=None, max_concurrent_runs=None, max_queued_runs=None, queue_timeout_ms=None, epoch_tick_ms=None, fuel_metering=None, pooling=None))]
+#[allow(clippy::too_many_arguments)]
+fn configure_engine(
+    py: Python<'_>,
+    cache_dir: Option<PathBuf>,
+    max_concurrent_runs: Option<usize>,
+    max_queued_runs: Option<usize>,
+    queue_timeout_ms: Option<u64>,
+    epoch_tick_ms: Option<u64>,
+    fuel_metering: Option<bool>,
+    pooling: Option<bool>,
+) -> PyResult<()> {
+    if ENGINE.get().is_some() {
+        return Err(error(
+            py,
+            "ConfigurationError",
+            "the engine is already running: configure it before the first Sandbox",
+        ));
+    }
+    let mut config = EngineConfig::default();
+    if let Some(dir) = cache_dir {
+        config.cache_dir = dir;
+    }
+    config.max_concurrent_runs = max_concurrent_runs.unwrap_or(config.max_concurrent_runs);
+    config.max_queued_runs = max_queued_runs.unwrap_or(config.max_queued_runs);
+    config.queue_timeout_ms = queue_timeout_ms.unwrap_or(config.queue_timeout_ms);
+    config.epoch_tick_ms = epoch_tick_ms.unwrap_or(config.epoch_tick_ms);
+    config.fuel_metering = fuel_metering.unwrap_or(config.fuel_metering);
+    config.pooling = pooling.unwrap_or(config.pooling);
+    *ENGINE_CONFIG.lock().map_err(|_| error(py, "EngineError", "engine lock poisoned"))? = Some(config);
+    Ok(())
+}
+
+/// The default limits, as a dict of the Rust `Limits` fields.
+#[pyfunction]
+fn default_limits(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let value = serde_json::to_value(Limits::default()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    convert::to_py(py, &value)
+}
+
+/// Parses and validates limits given as a dict; raises `LimitsError`.
+fn parse_limits(py: Python<'_>, limits: &Bound<'_, PyAny>) -> PyResult<Limits> {
+    let value = convert::from_py(limits)?;
+    let limits: Limits = serde_json::from_value(value).map_err(|e| error(py, "LimitsError", e.to_string()))?;
+    limits.validate().map_err(|e| error(py, "LimitsError", e.to_string()))?;
+    Ok(limits)
+}
+
+/// Checks limits given as a dict, raising `LimitsError` for the first bad field.
+#[pyfunction]
+fn validate_limits(py: Python<'_>, limits: &Bound<'_, PyAny>) -> PyResult<()> {
+    parse_limits(py, limits).map(drop)
+}
+
+/// A run configuration (the Rust `wasmbox::Sandbox`), made by `wasmbox.Sandbox`.
+#[pyclass(frozen, module = "wasmbox._native")]
+struct NativeSandbox {
+    sandbox: Arc<Sandbox>,
+}
+
+#[pymethods]
+impl NativeSandbox {
+    /// `tools` holds `(name, description, args_schema, function, is_async, timeout_ms)`;
+    /// `scope` is `"all"`, `"none"` or a list of names; `limits` a dict of `Limits` fields.
+    #[new]
+    #[pyo3(signature = (language, tools, scope, limits, isolation, worker_program=None))]
+    fn new(
+        py: Python<'_>,
+        language: &str,
+        tools: Vec<Bound<'_, PyTuple>>,
+        scope: &Bound<'_, PyAny>,
+        limits: &Bound<'_, PyAny>,
+        isolation: &str,
+        worker_program: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let limits = parse_limits(py, limits)?;
+        let scope = if let Ok(word) = scope.extract::<String>() {
+            match word.as_str() {
+                "all" => Scope::All,
+                "none" => Scope::None,
+                other => {
+                    let message = format!("scope `{other}`: expected \"all\", \"none\" or a list of tool names");
+                    return Err(error(py, "ConfigurationError", message));
+                }
+            }
+        } else {
+            Scope::only(scope.extract::<Vec<String>>()?)
+        };
+        let isolation: Isolation =
+            isolation.parse().map_err(|e: wasmbox::UnknownIsolation| error(py, "ConfigurationError", e.to_string()))?;
+        let mut registry = Tools::new();
+        for spec in tools {
+            let (name, description, schema, function, is_async, timeout_ms): (
+                String,
+                String,
+                Bound<'_, PyAny>,
+                Py<PyAny>,
+                bool,
+                Option<u64>,
+            ) = spec.extract()?;
+            let args_schema = convert::from_py(&schema)?;
+            let spec = ToolSpec { name, description, args_schema, function, is_async, timeout_ms };
+            registry.register(tools::tool(spec)).map_err(|e| error(py, "ToolRegistrationError", e.to_string()))?;
+        }
+        let runtime = runtime(py, language)?;
+        let sandbox = Sandbox::new(runtime, registry).scope(scope).limits(limits);
+        let sandbox = match isolation {
+            Isolation::InProcess => sandbox,
+            isolation => {
+                let options = wasmbox::worker::WorkerOptions { program: worker_program, ..Default::default() };
+                py.detach(|| sandbox.isolation_with(isolation, options)).map_err(|e| setup_error(py, &e))?
+            }
+        };
+        Ok(NativeSandbox { sandbox: Arc::new(sandbox) })
+    }
+
+    /// Runs `code` to its outcome on this thread, the GIL released. Ctrl-C cancels the
+    /// run and raises `KeyboardInterrupt`.
+    fn run(&self, py: Python<'_>, code: &str, input: &Bound<'_, PyAny>) -> PyResult<PyOutcome> {
+        let input = convert::from_py(input)?;
+        let token = CancelToken::new();
+        let runtime = tokio_runtime();
+        let mut run = pin!(self.sandbox.run_cancellable(code, &input, &token));
+        loop {
+            let finished = py.detach(|| {
+                runtime.block_on(async {
+                    tokio::select! {
+                        outcome = &mut run => Some(outcome),
+                        () = tokio::time::sleep(SIGNAL_POLL) => None,
+                    }
+                })
+            });
+            if let Some(outcome) = finished {
+                return Ok(PyOutcome::new(outcome));
+            }
+            if let Err(interrupt) = py.check_signals() {
+                token.cancel();
+                // Ends within an epoch tick; the guest's Store is dropped before we return.
+                py.detach(|| runtime.block_on(&mut run));
+                return Err(interrupt);
+            }
+        }
+    }
+
+    /// Starts `code` on the package's tokio threads and returns a handle at once;
+    /// `on_done(outcome)` is called, with the GIL, when the run ends. Async tools run
+    /// on `event_loop`.
+    fn start(
+        &self,
+        code: String,
+        input: &Bound<'_, PyAny>,
+        event_loop: Py<PyAny>,
+        on_done: Py<PyAny>,
+    ) -> PyResult<RunHandle> {
+        let input = convert::from_py(input)?;
+        let token = CancelToken::new();
+        let sandbox = Arc::clone(&self.sandbox);
+        let cancel = token.clone();
+        tokio_runtime().spawn(async move {
+            let run = sandbox.run_cancellable(&code, &input, &cancel);
+            let outcome = RUN_LOOP.scope(Arc::new(event_loop), run).await;
+            Python::attach(|py| {
+                let outcome = PyOutcome::new(outcome);
+                if let Err(err) = on_done.call1(py, (outcome,)) {
+                    err.write_unraisable(py, None);
+                }
+            });
+        });
+        Ok(RunHandle { token })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.sandbox)
+    }
+}
+
+/// A run started by `NativeSandbox.start`.
+#[pyclass(frozen, module = "wasmbox._native")]
+struct RunHandle {
+    token: CancelToken,
+}
+
+#[pymethods]
+impl RunHandle {
+    /// Stops the run: it ends `cancelled` within an epoch tick.
+    fn cancel(&self) {
+        self.token.cancel();
+    }
+}
+
+/// Runs `code` `iterations` times through the Rust API alone, from this thread, and
+/// returns the seconds it took: the baseline of `benches/python_overhead.py`, built
+/// exactly as the extension is.
+#[pyfunction]
+#[pyo3(name = "_rust_baseline")]
+fn rust_baseline(py: Python<'_>, sandbox: &NativeSandbox, code: &str, iterations: u32) -> PyResult<f64> {
+    let sandbox = Arc::clone(&sandbox.sandbox);
+    let runtime = tokio_runtime();
+    let (elapsed, failed) = py.detach(|| {
+        let started = std::time::Instant::now();
+        let mut failed = None;
+        for _ in 0..iterations {
+            let outcome = runtime.block_on(sandbox.run(code));
+            if !outcome.is_ok() && failed.is_none() {
+                failed = Some(format!("{:?}", outcome.error));
+            }
+        }
+        (started.elapsed().as_secs_f64(), failed)
+    });
+    match failed {
+        Some(error) => Err(PyValueError::new_err(format!("the baseline run failed: {error}"))),
+        None => Ok(elapsed),
+    }
+}
+
+/// Registers a Rust tool `add(a, b)` (the benches' W2 tool) in a sandbox for the
+/// baseline: the same tool the Rust benches call.
+#[pyfunction]
+#[pyo3(name = "_rust_add_sandbox")]
+fn rust_add_sandbox(py: Python<'_>, language: &str) -> PyResult<NativeSandbox> {
+    let mut registry = Tools::new();
+    let add =
+        wasmbox::Tool::new("add", "Adds a and b", serde_json::json!({"type": "object"}), |args: Value| async move {
+            Ok(serde_json::json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)))
+        });
+    registry.register(add).map_err(|e| error(py, "ToolRegistrationError", e.to_string()))?;
+    let sandbox = Sandbox::new(runtime(py, language)?, registry).scope(Scope::All);
+    Ok(NativeSandbox { sandbox: Arc::new(sandbox) })
+}
+
+/// Versions of the built-in guests, as `{name: {runtime, built_with, wit}}`.
+#[pyfunction]
+fn guest_versions(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let versions = PyDict::new(py);
+    for guest in wasmbox::BuiltinGuest::ALL {
+        let entry = PyDict::new(py);
+        match guest.versions() {
+            Ok(v) => {
+                entry.set_item("runtime", v.runtime)?;
+                entry.set_item("built_with", v.built_with)?;
+                entry.set_item("wit", v.wit)?;
+            }
+            Err(err) => entry.set_item("error", err.to_string())?,
+        }
+        versions.set_item(guest.name(), entry)?;
+    }
+    Ok(versions)
+}
+
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<NativeSandbox>()?;
+    module.add_class::<RunHandle>()?;
+    module.add_class::<PyOutcome>()?;
+    module.add_class::<outcome::PyErrorDetail>()?;
+    module.add_class::<outcome::PyCapturedOutput>()?;
+    module.add_class::<outcome::PyToolCallRecord>()?;
+    module.add_class::<outcome::PyStats>()?;
+    module.add_function(wrap_pyfunction!(configure_engine, module)?)?;
+    module.add_function(wrap_pyfunction!(default_limits, module)?)?;
+    module.add_function(wrap_pyfunction!(validate_limits, module)?)?;
+    module.add_function(wrap_pyfunction!(guest_versions, module)?)?;
+    module.add_function(wrap_pyfunction!(rust_baseline, module)?)?;
+    module.add_function(wrap_pyfunction!(rust_add_sandbox, module)?)?;
+    module.add("ISOLATION_NAMES", wasmbox::ISOLATION_NAMES.to_vec())?;
+    Ok(())
+}

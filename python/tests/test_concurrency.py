@@ -1,0 +1,145 @@
+"""Many runs at once from asyncio and threads; cancellation; Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import wasmbox
+from wasmbox import Limits, Sandbox, Status
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+async def double(n: int) -> int:
+    await asyncio.sleep(0)
+    return n * 2
+
+
+def test_100_concurrent_runs_from_asyncio() -> None:
+    python = Sandbox("python", tools=[add, double], scope="all")
+    js = Sandbox("javascript", tools=[add, double], scope="all")
+
+    async def main() -> list[wasmbox.Outcome]:
+        runs = []
+        for i in range(100):
+            if i % 2:
+                runs.append(python.run_async("tools.add(a=INPUT, b=await tools.double(n=INPUT))", i))
+            else:
+                runs.append(js.run_async("return await tools.add({a: INPUT, b: await tools.double({n: INPUT})})", i))
+        return await asyncio.gather(*runs)
+
+    outcomes = asyncio.run(main())
+    assert [o.status for o in outcomes] == [Status.OK] * 100, [o for o in outcomes if not o.is_ok()][:3]
+    assert [o.value for o in outcomes] == [3 * i for i in range(100)]
+    assert len({o.run_id for o in outcomes}) == 100
+
+
+def test_runs_from_many_threads() -> None:
+    sandbox = Sandbox(tools=[add], scope="all")
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(lambda i: sandbox.run("tools.add(a=INPUT, b=1)", i), range(32)))
+    assert [o.value for o in outcomes] == [i + 1 for i in range(32)]
+
+
+def test_blocking_tools_do_not_block_other_runs() -> None:
+    # More blocked runs than the package has tokio threads (one per core): another run
+    # still finishes while they all wait.
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def block() -> str:
+        started.release()
+        release.wait(60)
+        return "released"
+
+    blocked = Sandbox(tools=[block], scope="all", limits=Limits(timeout_ms=60_000, tool_timeout_ms=60_000))
+    free = Sandbox()
+    count = (os.cpu_count() or 2) * 2 + 2
+
+    async def main() -> tuple[wasmbox.Outcome, list[wasmbox.Outcome]]:
+        waiting = [asyncio.ensure_future(blocked.run_async("tools.block()")) for _ in range(count)]
+        for _ in range(count):
+            while not started.acquire(blocking=False):
+                await asyncio.sleep(0.01)
+        other = await free.run_async("'free'")
+        assert not any(w.done() for w in waiting)
+        release.set()
+        return other, await asyncio.gather(*waiting)
+
+    other, released = asyncio.run(main())
+    assert other.value == "free"
+    assert [o.value for o in released] == ["released"] * count
+
+
+def test_cancelling_the_task_cancels_the_run() -> None:
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    sandbox = Sandbox(tools=[forever], scope="all", limits=Limits(timeout_ms=600_000, tool_timeout_ms=600_000))
+
+    async def main() -> None:
+        task = asyncio.ensure_future(sandbox.run_async("tools.forever()"))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The run ended, dropping its tool call, which cancelled the tool's task: without
+        # the cancellation both would wait for an hour.
+        assert await asyncio.get_running_loop().run_in_executor(None, cancelled.wait, 30)
+
+    asyncio.run(main())
+    assert Sandbox().run("1 + 1").value == 2
+
+
+def test_ctrl_c_cancels_a_sync_run() -> None:
+    script = textwrap.dedent(
+        """
+        import sys, wasmbox
+        def started() -> None:
+            print("started", flush=True)
+        sandbox = wasmbox.Sandbox(tools=[started], scope="all", limits=wasmbox.Limits(timeout_ms=600_000))
+        try:
+            sandbox.run("tools.started()\\nwhile True:\\n    pass")
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            print(sandbox.run("6 * 7").value, flush=True)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "started"
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert out.split() == ["interrupted", "42"]
+    assert child.returncode == 0
+
+
+@pytest.mark.skipif(
+    not os.environ.get("WASMBOX_WORKER") and not os.environ.get("WASMBOX_REQUIRE_WORKER"),
+    reason="needs the wasmbox binary: set WASMBOX_WORKER=target/debug/wasmbox (cargo xtask test does)",
+)
+def test_worker_isolation_runs_tools_in_the_parent() -> None:
+    sandbox = Sandbox(tools=[add], scope="all", isolation="worker")
+    outcome = sandbox.run("[tools.add(a=2, b=3), 1]")
+    assert outcome.status is Status.OK, outcome
+    assert outcome.value == [5, 1]

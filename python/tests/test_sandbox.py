@@ -1,0 +1,149 @@
+"""The API: both languages, values and output, configuration errors, limits."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, Optional
+
+import pytest
+
+import wasmbox
+from wasmbox import CallStatus, Limits, Sandbox, Status
+
+
+def add(a: int, b: int) -> int:
+    """Adds a and b."""
+    return a + b
+
+
+def test_python_value_stdout_and_stats() -> None:
+    outcome = Sandbox("python").run("import math\nprint('hi')\nmath.factorial(10)")
+    assert outcome.status == Status.OK and outcome.status == "ok" and outcome.is_ok()
+    assert outcome.value == 3628800
+    assert outcome.stdout.text == "hi\n" and not outcome.stdout.truncated
+    assert outcome.error is None
+    assert outcome.run_id and outcome.stats.wall_time_us > 0
+    assert json.loads(outcome.to_json())["status"] == "ok"
+
+
+def test_javascript_value_and_input() -> None:
+    outcome = Sandbox("javascript").run("console.log('x'); return {n: INPUT.n * 2, s: 'é'}", {"n": 21})
+    assert outcome.status is Status.OK, outcome
+    assert outcome.value == {"n": 42, "s": "é"}
+    assert outcome.stdout.text == "x\n"
+
+
+def test_python_input_round_trips_json_types() -> None:
+    data = {"list": [1, 2.5, None, True, "s"], "nested": {"deep": [[]]}, "big": 2**63}
+    outcome = Sandbox().run("INPUT", data)
+    assert outcome.value == data
+
+
+def test_what_the_guest_did_is_an_outcome_not_an_exception() -> None:
+    raised = Sandbox().run("def f():\n    return 1 / 0\nf()")
+    assert raised.status is Status.ERROR
+    assert raised.error is not None and raised.error.kind == "ZeroDivisionError"
+    assert "f()" in raised.error.traceback and raised.value is None
+    syntax = Sandbox().run("def (")
+    assert syntax.status is Status.ERROR and syntax.error.kind == "SyntaxError"
+    js = Sandbox("javascript").run("throw new TypeError('nope')")
+    assert js.status is Status.ERROR and js.error.kind == "TypeError" and "nope" in js.error.message
+
+
+def test_input_that_is_not_json_raises_type_error() -> None:
+    with pytest.raises(TypeError, match=r"\$\.x"):
+        Sandbox().run("1", {"x": {1, 2}})
+    with pytest.raises(TypeError, match="not a JSON number"):
+        Sandbox().run("1", float("nan"))
+
+
+def test_configuration_errors_are_typed() -> None:
+    with pytest.raises(wasmbox.LimitsError, match="timeout_ms"):
+        Limits(timeout_ms=0)
+    with pytest.raises(wasmbox.LimitsError, match="max_memory_bytes"):
+        Limits(max_memory_bytes=1024)
+    with pytest.raises(wasmbox.ConfigurationError, match="ruby"):
+        Sandbox("ruby")  # type: ignore[arg-type]
+    with pytest.raises(wasmbox.ConfigurationError, match="nope"):
+        Sandbox(isolation="nope")
+    with pytest.raises(wasmbox.ToolRegistrationError, match="Bad"):
+        Sandbox(tools=[wasmbox.Tool(add, name="Bad-Name")])
+    with pytest.raises(wasmbox.ToolRegistrationError, match="already registered"):
+        Sandbox(tools=[add, add])
+    with pytest.raises(wasmbox.ToolRegistrationError, match="invalid"):
+        Sandbox(tools=[wasmbox.Tool(add, args_schema={"type": 12})])
+    # All of them are ValueErrors too, and WasmboxErrors.
+    assert issubclass(wasmbox.LimitsError, ValueError) and issubclass(wasmbox.IsolationError, wasmbox.WasmboxError)
+
+
+def test_a_second_configure_engine_is_refused_once_the_engine_runs() -> None:
+    Sandbox().run("1")
+    with pytest.raises(wasmbox.ConfigurationError, match="already running"):
+        wasmbox.configure_engine(max_concurrent_runs=4)
+
+
+def test_schemas_are_derived_from_type_hints() -> None:
+    def search(query: str, limit: int = 10, kind: Literal["a", "b"] = "a", tags: Optional[list[str]] = None) -> list:
+        """Searches.
+
+        More text."""
+        return []
+
+    tool = wasmbox.Tool(search)
+    assert tool.name == "search" and tool.description == "Searches." and not tool.is_async
+    assert tool.args_schema == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer", "default": 10},
+            "kind": {"enum": ["a", "b"], "default": "a"},
+            "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}], "default": None},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+    async def fetch(url: str) -> str:
+        return url
+
+    assert wasmbox.Tool(fetch).is_async
+
+
+def test_the_broker_checks_arguments_against_the_derived_schema() -> None:
+    sandbox = Sandbox(tools=[add], scope="all")
+    code = "try:\n    tools.add(a='x', b=1)\nexcept ToolInvalidArgs as e:\n    output(str(e))"
+    outcome = sandbox.run(code)
+    assert outcome.status is Status.TOOL_LIMIT or outcome.status is Status.OK, outcome
+    assert outcome.tool_calls[0].status is CallStatus.INVALID_ARGS
+    assert "integer" in (outcome.tool_calls[0].message or "")
+
+
+def test_scope_defaults_to_no_tool_as_in_the_rust_crate() -> None:
+    code = "try:\n    tools.add(a=1, b=2)\nexcept ToolDenied:\n    output('denied')"
+    assert Sandbox(tools=[add]).run(code).tool_calls[0].status is CallStatus.DENIED
+    assert Sandbox(tools=[add], scope=["add"]).run("tools.add(a=1, b=2)").value == 3
+
+
+def test_limits_end_runs_with_their_status() -> None:
+    timeout = Sandbox(limits=Limits(timeout_ms=300)).run("while True:\n    pass")
+    assert timeout.status is Status.TIMEOUT
+    memory = Sandbox(limits=Limits(max_memory_bytes=48 << 20)).run("x = bytearray(200 << 20)")
+    assert memory.status is Status.MEMORY_EXHAUSTED
+    # Latched on the host: catching the MemoryError does not make the run ok.
+    caught = Sandbox(limits=Limits(max_memory_bytes=48 << 20)).run("try:\n    x = bytearray(200 << 20)\nexcept MemoryError:\n    pass\n1")
+    assert caught.status is Status.MEMORY_EXHAUSTED
+    output = Sandbox(limits=Limits(max_stdout_bytes=1000)).run("print('x' * 5000)")
+    assert output.status is Status.OUTPUT_LIMIT and output.stdout.truncated
+    calls = Sandbox(tools=[add], scope="all", limits=Limits(max_tool_calls=2)).run(
+        "for i in range(3):\n    tools.add(a=i, b=i)"
+    )
+    assert calls.status is Status.TOOL_LIMIT
+    assert [c.status for c in calls.tool_calls] == [CallStatus.OK, CallStatus.OK, CallStatus.BUDGET_EXHAUSTED]
+    big = Sandbox(limits=Limits(max_code_bytes=10)).run("x = 1 + 2 + 3")
+    assert big.status is Status.INVALID_REQUEST
+
+
+def test_guest_versions_name_the_built_in_guests() -> None:
+    versions = wasmbox.guest_versions()
+    assert versions["python"]["runtime"].startswith("CPython")
+    assert "wit" in versions["js"]

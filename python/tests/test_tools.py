@@ -1,0 +1,174 @@
+"""Tools: sync and async, errors, deadlines, pydantic models, both languages."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pydantic
+import pytest
+
+import wasmbox
+from wasmbox import CallStatus, Limits, Sandbox, Status
+
+
+def add(a: int, b: int) -> int:
+    """Adds a and b."""
+    return a + b
+
+
+async def slow_upper(text: str) -> str:
+    """Upper-cases text, asynchronously."""
+    await asyncio.sleep(0.01)
+    return text.upper()
+
+
+def fails(reason: str) -> None:
+    """Always raises."""
+    raise ValueError(f"no luck: {reason}")
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_sync_and_async_tools_from_a_sync_run(language: str) -> None:
+    sandbox = Sandbox(language, tools=[add, slow_upper], scope="all")
+    code = {
+        "python": "{'sum': tools.add(a=1, b=2), 'up': await tools.slow_upper(text='abc')}",
+        "javascript": "return {sum: await tools.add({a: 1, b: 2}), up: await tools.slow_upper({text: 'abc'})}",
+    }[language]
+    outcome = sandbox.run(code)
+    assert outcome.status is Status.OK, outcome
+    assert outcome.value == {"sum": 3, "up": "ABC"}
+    assert [c.tool for c in outcome.tool_calls] == ["add", "slow_upper"]
+    assert all(c.status is CallStatus.OK for c in outcome.tool_calls)
+
+
+def test_async_tools_of_run_async_run_on_the_callers_loop() -> None:
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    async def where() -> str:
+        seen.append(asyncio.get_running_loop())
+        return "here"
+
+    async def main() -> tuple[asyncio.AbstractEventLoop, wasmbox.Outcome]:
+        outcome = await Sandbox(tools=[where], scope="all").run_async("tools.where()")
+        return asyncio.get_running_loop(), outcome
+
+    loop, outcome = asyncio.run(main())
+    assert outcome.value == "here" and seen == [loop]
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_a_raising_tool_is_the_guests_tool_error(language: str) -> None:
+    sandbox = Sandbox(language, tools=[fails], scope="all")
+    code = {
+        "python": "try:\n    tools.fails(reason='x')\nexcept ToolFailed as e:\n    output(['caught', str(e)])",
+        "javascript": "try { await tools.fails({reason: 'x'}) } catch (e) { return ['caught', e instanceof ToolFailed, e.message] }",
+    }[language]
+    outcome = sandbox.run(code)
+    assert outcome.status is Status.OK, outcome
+    assert outcome.value[0] == "caught" and "ValueError: no luck: x" in outcome.value[-1]
+    assert outcome.tool_calls[0].status is CallStatus.FAILED
+    uncaught = sandbox.run({"python": "tools.fails(reason='y')", "javascript": "await tools.fails({reason: 'y'})"}[language])
+    assert uncaught.status is Status.ERROR and "no luck: y" in uncaught.error.message
+
+
+def test_an_async_tool_that_raises_is_a_tool_error_too() -> None:
+    async def broken() -> None:
+        raise KeyError("gone")
+
+    outcome = Sandbox(tools=[broken], scope="all").run("tools.broken()")
+    assert outcome.status is Status.ERROR and "KeyError" in outcome.error.message
+
+
+def test_a_result_that_is_not_json_fails_the_call() -> None:
+    def gives_set() -> object:
+        return {1, 2}
+
+    code = "try:\n    tools.gives_set()\nexcept ToolFailed as e:\n    output(str(e))"
+    outcome = Sandbox(tools=[gives_set], scope="all").run(code)
+    assert outcome.tool_calls[0].status is CallStatus.FAILED
+    assert "set at $ is not JSON" in outcome.value
+
+
+def test_tool_deadlines_for_blocking_and_async_tools() -> None:
+    release = threading.Event()
+    cancelled = threading.Event()
+
+    def blocks() -> str:
+        release.wait(60)
+        return "late"
+
+    async def sleeps() -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    sandbox = Sandbox(
+        tools=[wasmbox.Tool(blocks, timeout_ms=200), wasmbox.Tool(sleeps, timeout_ms=200)],
+        scope="all",
+        limits=Limits(timeout_ms=30_000),
+    )
+    code = "out = []\nfor name in ['blocks', 'sleeps']:\n    try:\n        tools[name]()\n    except ToolTimeout as e:\n        out.append(name)\noutput(out)"
+    outcome = sandbox.run(code)
+    release.set()
+    assert [c.status for c in outcome.tool_calls] == [CallStatus.TIMEOUT, CallStatus.TIMEOUT], outcome
+    assert outcome.status is Status.TOOL_LIMIT  # a tool deadline is latched on the host
+    # The async tool's task was cancelled when the broker gave up on it.
+    assert cancelled.wait(30)
+
+
+def test_a_pydantic_model_as_the_argument_schema() -> None:
+    class Order(pydantic.BaseModel):
+        item: str
+        quantity: int = pydantic.Field(ge=1)
+
+    received: list[Order] = []
+
+    def place(order: Order) -> dict:
+        received.append(order)
+        return {"ok": True, "total": order.quantity * 2}
+
+    tool = wasmbox.Tool(place, args_schema=Order)
+    assert tool.args_schema["properties"]["quantity"]["minimum"] == 1
+    sandbox = Sandbox(tools=[tool], scope="all")
+    outcome = sandbox.run("tools.place(item='tea', quantity=3)")
+    assert outcome.value == {"ok": True, "total": 6}
+    assert received == [Order(item="tea", quantity=3)]
+    refused = sandbox.run("tools.place(item='tea', quantity=0)")
+    assert refused.tool_calls[0].status is CallStatus.INVALID_ARGS
+
+
+def test_a_tool_may_return_a_pydantic_model_or_dataclass() -> None:
+    class Point(pydantic.BaseModel):
+        x: int
+        y: int
+
+    def point() -> Point:
+        return Point(x=1, y=2)
+
+    assert Sandbox(tools=[point], scope="all").run("tools.point()").value == {"x": 1, "y": 2}
+
+
+def test_the_gil_is_released_while_a_guest_runs() -> None:
+    # The tool runs on another thread and needs the GIL while the run's thread waits in
+    # the guest: were the GIL held there, the tool could not start and this would hang.
+    entered = threading.Event()
+    go = threading.Event()
+
+    def rendezvous() -> str:
+        entered.set()
+        go.wait(30)
+        return "met"
+
+    sandbox = Sandbox(tools=[rendezvous], scope="all")
+    results: list[wasmbox.Outcome] = []
+    worker = threading.Thread(target=lambda: results.append(sandbox.run("tools.rendezvous()")))
+    worker.start()
+    assert entered.wait(30)
+    go.set()
+    worker.join(30)
+    assert results[0].value == "met"

@@ -1,0 +1,57 @@
+"""The exceptions of the package. A run never raises for what the guest did: its
+outcome says. These are for setting things up."""
+
+from __future__ import annotations
+
+__all__ = [
+    "WasmboxError",
+    "ConfigurationError",
+    "LimitsError",
+    "ToolRegistrationError",
+    "IsolationError",
+    "EngineError",
+    "CacheError",
+    "GuestError",
+    "GuestNotBuiltError",
+]
+
+
+class WasmboxError(Exception):
+    """Base class of every wasmbox exception."""
+
+
+class ConfigurationError(WasmboxError, ValueError):
+    """A sandbox was configured with something unusable (unknown language, scope,
+    isolation name, engine settings after the engine started)."""
+
+
+class LimitsError(ConfigurationError):
+    """A `Limits` field is out of range or inconsistent with another (the Rust
+    `Limits::validate`), or unknown."""
+
+
+class ToolRegistrationError(ConfigurationError):
+    """A tool's name is not `[a-z_][a-z0-9_]*` (at most 64 bytes), is registered twice,
+    or its argument schema is not a valid JSON Schema object, or cannot be derived."""
+
+
+class IsolationError(ConfigurationError):
+    """The requested isolation cannot be provided on this host; nothing falls back to a
+    weaker one."""
+
+
+class EngineError(WasmboxError):
+    """The wasm engine could not be created."""
+
+
+class CacheError(EngineError):
+    """The precompile cache directory cannot be used (unwritable, or not private to this
+    user)."""
+
+
+class GuestError(EngineError):
+    """A guest component could not be loaded or compiled."""
+
+
+class GuestNotBuiltError(GuestError):
+    """This build of the package carries no such built-in guest."""

@@ -1,0 +1,103 @@
+//! The Python package (python/): build its wheel and run its pytest suite against the
+//! wheel installed into a fresh venv, all under `target/python/`.
+//!
+//! - `target/python/build-venv`: maturin, pinned in python/requirements-build.txt.
+//! - The wheel: `maturin build --profile dev` into the shared target dir, with the
+//!   features the workspace's tests use, so it reuses their build of wasmtime; cargo
+//!   decides what is stale, so an unchanged tree only re-packs the wheel.
+//! - `target/python/venv`: python/requirements-test.txt (pinned: pytest, and the real
+//!   chuk-tool-processor and pydantic-ai the integrations are tested against), then the
+//!   wheel. Each venv is made again only when its requirements change (a stamp file holds
+//!   their hash); the wheel is reinstalled only when its extension or Python files change.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::{cache_dir, run};
+
+/// Makes `venv` with `requirements` installed, unless the stamp says it already has them.
+fn venv_with(venv: &Path, requirements: &Path) -> Result<PathBuf> {
+    let python = venv.join("bin/python");
+    let pins = std::fs::read(requirements).with_context(|| format!("reading {}", requirements.display()))?;
+    let stamp_path = venv.join("wasmbox-requirements.sha256");
+    let stamp = hex::encode(Sha256::digest(&pins));
+    if python.is_file() && std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        return Ok(python);
+    }
+    if venv.exists() {
+        std::fs::remove_dir_all(venv)?;
+    }
+    run(Command::new("python3").arg("-m").arg("venv").arg(venv))?;
+    run(Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(requirements))?;
+    std::fs::write(&stamp_path, stamp)?;
+    Ok(python)
+}
+
+/// Builds the wheel and runs python/tests against it; `wasmbox` is the CLI binary the
+/// worker-isolation test uses.
+pub(crate) fn test(root: &Path, wasmbox: &Path) -> Result<()> {
+    let out = root.join("target/python");
+    let build_python = venv_with(&out.join("build-venv"), &root.join("python/requirements-build.txt"))?;
+    let wheels = out.join("wheels");
+    if wheels.exists() {
+        std::fs::remove_dir_all(&wheels)?;
+    }
+    run(Command::new(build_python.with_file_name("maturin"))
+        .args(["build", "--quiet", "--profile", "dev", "--manifest-path"])
+        .arg(root.join("python/Cargo.toml"))
+        .arg("--out")
+        .arg(&wheels)
+        // The interpreter the test venv is made from (one abi3 wheel serves >= 3.10).
+        .args(["--interpreter", "python3"]))?;
+    let wheel = std::fs::read_dir(&wheels)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+        .context("maturin wrote no wheel")?;
+    eprintln!("xtask: built {} ({:.1} MB)", wheel.display(), std::fs::metadata(&wheel)?.len() as f64 / 1e6);
+
+    let venv = out.join("venv");
+    let python = venv_with(&venv, &root.join("python/requirements-test.txt"))?;
+    let installed = venv.join("wasmbox-wheel.sha256");
+    let digest = wheel_digest(&wheel)?;
+    if !std::fs::read_to_string(&installed).is_ok_and(|s| s == digest) {
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--force-reinstall"])
+            .arg(&wheel))?;
+        std::fs::write(&installed, digest)?;
+    }
+    // From target/python, so that nothing of python/ is importable but the wheel.
+    let status = Command::new(venv.join("bin/pytest"))
+        .args(["-q", "-p", "no:cacheprovider", "--rootdir"])
+        .arg(root.join("python/tests"))
+        .arg(root.join("python/tests"))
+        .current_dir(&out)
+        .env("VIRTUAL_ENV", &venv)
+        .env("WASMBOX_CACHE_DIR", cache_dir(root))
+        .env("WASMBOX_WORKER", wasmbox)
+        .status()
+        .context("could not start pytest")?;
+    if !status.success() {
+        bail!("the Python package's tests failed ({status})");
+    }
+    Ok(())
+}
+
+/// A hash of what the wheel installs (its files' names and contents, not the zip's
+/// timestamps), read with Python's zipfile.
+fn wheel_digest(wheel: &Path) -> Result<String> {
+    let script = "import hashlib, sys, zipfile\n\
+                  h = hashlib.sha256()\n\
+                  z = zipfile.ZipFile(sys.argv[1])\n\
+                  for n in sorted(z.namelist()):\n    h.update(n.encode()); h.update(z.read(n))\n\
+                  print(h.hexdigest())";
+    let output = Command::new("python3").arg("-c").arg(script).arg(wheel).output()?;
+    if !output.status.success() {
+        bail!("could not read {}: {}", wheel.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+}
