@@ -111,7 +111,7 @@ edition = "2021"
 publish = false
 
 [dependencies]
-wasmbox = {{ path = {host:?} }}
+wasmbox = {{ path = {host:?}, package = "wasmbox-host" }}
 serde_json = "1"
 tokio = {{ version = "1", features = ["rt-multi-thread", "macros"] }}
 

@@ -51,7 +51,7 @@ fn main() -> Result<()> {
             setup_guests(&root)?;
             build_guests(&root)?;
             run(cargo()
-                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox"])
+                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox-host"])
                 .env("WASMBOX_CACHE_DIR", cache_dir(&root)))
         }
         "test" => test(&root),
@@ -187,7 +187,7 @@ fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
 fn cross_check(root: &Path) -> Result<()> {
     for target in CROSS_CHECK_TARGETS {
         run(cargo()
-            .args(["check", "--quiet", "-p", "wasmbox", "-p", "wasmbox-cli", "--target", target])
+            .args(["check", "--quiet", "-p", "wasmbox-host", "-p", "wasmbox-cli", "--target", target])
             .envs(cross_check_c_env(root, target)?))?;
     }
     Ok(())
@@ -503,7 +503,7 @@ fn fuzz_smoke(root: &Path) -> Result<()> {
 /// The crates a user can depend on or install, packaged together: `wasmbox` depends
 /// on the two guest bundles, which are not on a registry yet.
 const PUBLISHED_CRATES: [&str; 6] =
-    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox", "wasmbox-stubs", "wasmbox-cli", "wasmbox-guest"];
+    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox-host", "wasmbox-stubs", "wasmbox-cli", "wasmbox-guest"];
 
 /// `cargo package` of [`PUBLISHED_CRATES`]: their metadata is complete, every path
 /// dependency has a version, and what each needs to build (the WIT package, the
