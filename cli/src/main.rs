@@ -6,6 +6,8 @@
 
 mod command_tool;
 mod describe_tools;
+mod mcp_command;
+mod sandbox_flags;
 mod terminal_text;
 
 use std::io::{IsTerminal, Read, Write};
@@ -16,11 +18,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
-use wasmbox::worker::{WorkerConfig, WorkerOptions};
-use wasmbox::{
-    BuiltinGuest, DockerOptions, Engine, EngineConfig, ImportPolicy, Isolation, Limits, Outcome, Runtime, Sandbox,
-    Scope, Status, Tools,
-};
+use wasmbox::worker::WorkerConfig;
+use wasmbox::{BuiltinGuest, Engine, EngineConfig, ImportPolicy, Isolation, Outcome, Runtime, Status};
 
 #[derive(Parser)]
 #[command(
@@ -62,6 +61,9 @@ enum Command {
     /// Print the tools of a tools file as the guest code's author sees them: a JSON
     /// catalogue, Python stubs or TypeScript declarations, typed from their schemas.
     DescribeTools(describe_tools::DescribeToolsArgs),
+    /// Serve MCP (stdio, or streamable HTTP with --http): tools that run Python and
+    /// JavaScript calling the tools of --tools and of --servers' MCP servers (docs/mcp.md).
+    Mcp(Box<mcp_command::McpArgs>),
     /// Show which `--isolation` choices this host can provide, and why not.
     Isolation,
     /// Serve runs for a parent process over stdin/stdout (what `--isolation worker`
@@ -118,36 +120,11 @@ struct RunArgs {
     /// (no preopened directories, no network), but a language runtime may link them anyway.
     #[arg(long, requires = "guest")]
     allow_inert_wasi: bool,
-    /// A file of command-backed tools (TOML or JSON).
-    #[arg(long)]
-    tools: Option<PathBuf>,
-    /// Tools the script may call, comma-separated, or `all`. Default: none.
-    #[arg(long, value_delimiter = ',')]
-    allow: Vec<String>,
     /// JSON input, visible to the script as INPUT.
     #[arg(long)]
     input: Option<String>,
-    /// Wall-clock deadline of the run.
-    #[arg(long)]
-    timeout_ms: Option<u64>,
-    /// Memory cap of the guest, in MiB.
-    #[arg(long)]
-    memory_mb: Option<u64>,
-    /// A deterministic fuel budget (thousands per Python loop iteration). Turns on fuel
-    /// metering, which makes compute markedly slower; the deadline bounds every run anyway.
-    #[arg(long)]
-    fuel: Option<u64>,
-    /// Ceiling on tool calls.
-    #[arg(long)]
-    max_tool_calls: Option<u32>,
-    /// Where the guest runs: `inproc` (this process), `worker` (a child process),
-    /// `bwrap`, `docker` or `seatbelt` (the child under that OS sandbox). A wrapper that
-    /// is not available here is an error, never a silent fallback.
-    #[arg(long, default_value = "inproc")]
-    isolation: Isolation,
-    /// The image for `--isolation docker`.
-    #[arg(long, default_value = wasmbox::DEFAULT_DOCKER_IMAGE)]
-    docker_image: String,
+    #[command(flatten)]
+    sandbox: sandbox_flags::SandboxArgs,
     /// Print the whole outcome as JSON instead of the script's output.
     #[arg(long)]
     json: bool,
@@ -232,6 +209,7 @@ fn fail(err: anyhow::Error) -> ExitCode {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(*args).await,
+        Command::Mcp(args) => mcp_command::serve(*args).await,
         Command::Isolation => {
             for name in wasmbox::ISOLATION_NAMES {
                 let isolation: Isolation = name.parse()?;
@@ -265,27 +243,17 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
 async fn run(args: RunArgs) -> Result<ExitCode> {
     let code = read_script(&args.file)?;
     let lang = args.lang.or_else(|| Lang::from_path(&args.file)).unwrap_or(Lang::Python);
-    let tools = match &args.tools {
-        Some(path) => command_tool::load(path)?,
-        None => Tools::new(),
-    };
-    let scope = scope_from(&args.allow, &tools)?;
-    let limits = limits_from(&args);
-    limits.validate()?;
+    let tools = args.sandbox.command_tools()?;
+    let scope = sandbox_flags::scope_from(&args.sandbox.allow, &tools)?;
+    let plan = args.sandbox.plan()?;
     let input = match &args.input {
         Some(text) => serde_json::from_str(text).context("--input is not valid JSON")?,
         None => serde_json::Value::Null,
     };
 
-    let engine = Engine::new(EngineConfig { fuel_metering: limits.fuel.is_some(), ..EngineConfig::default() })?;
+    let engine = plan.engine()?;
     let runtime = load_runtime(&engine, lang, args.guest.as_deref(), args.allow_inert_wasi)?;
-    let isolation = match args.isolation {
-        Isolation::Docker(options) => Isolation::Docker(DockerOptions { image: args.docker_image.clone(), ..options }),
-        other => other,
-    };
-    // This binary serves the worker side too.
-    let options = WorkerOptions { program: Some(std::env::current_exe()?), ..WorkerOptions::default() };
-    let sandbox = Sandbox::new(runtime, tools).scope(scope).limits(limits).isolation_with(isolation, options)?;
+    let sandbox = plan.sandbox(runtime, tools)?.scope(scope);
     let outcome = sandbox.run_with_input(&code, &input).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
@@ -302,33 +270,6 @@ fn read_script(file: &Path) -> Result<String> {
         return Ok(code);
     }
     std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
-}
-
-fn scope_from(allow: &[String], tools: &Tools) -> Result<Scope> {
-    if allow.iter().any(|a| a == "all") {
-        return Ok(Scope::All);
-    }
-    if let Some(unknown) = allow.iter().find(|name| tools.get(name).is_none()) {
-        bail!("--allow names `{unknown}`, which no --tools file defines");
-    }
-    Ok(Scope::only(allow.iter().cloned()))
-}
-
-fn limits_from(args: &RunArgs) -> Limits {
-    let mut limits = Limits::default();
-    if let Some(ms) = args.timeout_ms {
-        limits.timeout_ms = ms;
-    }
-    if let Some(mb) = args.memory_mb {
-        limits.max_memory_bytes = mb.saturating_mul(1 << 20);
-    }
-    if let Some(fuel) = args.fuel {
-        limits.fuel = Some(fuel);
-    }
-    if let Some(calls) = args.max_tool_calls {
-        limits.max_tool_calls = calls;
-    }
-    limits
 }
 
 /// `--version`: this binary's version and what its built-in guests run, as recorded

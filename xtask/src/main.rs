@@ -4,7 +4,8 @@
 //! - `cargo xtask setup`  — install what every step needs: what the guests need (the
 //!   wasm32-wasip2 target, a venv with componentize-py, node and npm, clang) and what
 //!   only `test` needs (the Windows and macOS targets and C toolchain of the cross-check,
-//!   bubblewrap).
+//!   bubblewrap, the MCP end-to-end tests' pinned Python SDK and npm server under
+//!   target/mcp-tools).
 //! - `cargo xtask guests` — install what the guests need and build the guest components
 //!   into `target/guests/`: the built-in Python and JS guests, the Rust guests of
 //!   guests/rust, and the examples; and compress the built-in two into their crates,
@@ -22,6 +23,7 @@
 
 mod docker;
 mod guest_bundles;
+mod mcp_partners;
 mod python_package;
 
 use std::path::{Path, PathBuf};
@@ -51,7 +53,7 @@ fn main() -> Result<()> {
             setup_guests(&root)?;
             build_guests(&root)?;
             run(cargo()
-                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox-host"])
+                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox"])
                 .env("WASMBOX_CACHE_DIR", cache_dir(&root)))
         }
         "test" => test(&root),
@@ -97,6 +99,8 @@ fn run(command: &mut Command) -> Result<()> {
 fn setup(root: &Path) -> Result<()> {
     setup_guests(root)?;
     run(Command::new("rustup").args(["target", "add"]).args(CROSS_CHECK_TARGETS))?;
+    // The MCP end-to-end tests' client and servers (pip and npm, pinned, under target/).
+    mcp_partners::install(root)?;
     if cfg!(target_os = "linux") {
         let mut missing = Vec::new();
         // The `bwrap` isolation tests run wherever bubblewrap can create namespaces.
@@ -187,7 +191,7 @@ fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
 fn cross_check(root: &Path) -> Result<()> {
     for target in CROSS_CHECK_TARGETS {
         run(cargo()
-            .args(["check", "--quiet", "-p", "wasmbox-host", "-p", "wasmbox-cli", "--target", target])
+            .args(["check", "--quiet", "-p", "wasmbox", "-p", "wasmbox-cli", "--target", target])
             .envs(cross_check_c_env(root, target)?))?;
     }
     Ok(())
@@ -502,8 +506,15 @@ fn fuzz_smoke(root: &Path) -> Result<()> {
 
 /// The crates a user can depend on or install, packaged together: `wasmbox` depends
 /// on the two guest bundles, which are not on a registry yet.
-const PUBLISHED_CRATES: [&str; 6] =
-    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox-host", "wasmbox-stubs", "wasmbox-cli", "wasmbox-guest"];
+const PUBLISHED_CRATES: [&str; 7] = [
+    "wasmbox-guest-python",
+    "wasmbox-guest-js",
+    "wasmbox",
+    "wasmbox-stubs",
+    "wasmbox-mcp",
+    "wasmbox-cli",
+    "wasmbox-guest",
+];
 
 /// `cargo package` of [`PUBLISHED_CRATES`]: their metadata is complete, every path
 /// dependency has a version, and what each needs to build (the WIT package, the
@@ -567,6 +578,8 @@ fn test(root: &Path) -> Result<()> {
         // Likewise the docker tests.
         tests.env("WASMBOX_REQUIRE_DOCKER", "1");
     }
+    // setup installed the MCP partners: their tests must run, not skip.
+    tests.env("WASMBOX_REQUIRE_MCP_PARTNERS", "1");
     run(&mut tests)?;
     // The Python package's wheel, installed into a venv of its own, and its pytest suite.
     python_package::test(root, &wasmbox)?;
