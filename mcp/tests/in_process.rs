@@ -13,8 +13,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
-use rmcp::service::{RequestContext, RunningService};
-use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 use wasmbox::{Engine, EngineConfig, Limits, Runtime, Sandbox, Scope, Tools};
@@ -107,7 +107,19 @@ impl ServerHandler for Fixture {
 struct Setup {
     seen: Arc<Seen>,
     downstream: Arc<Downstream>,
-    client: RunningService<RoleClient, ()>,
+    client: RunningService<RoleClient, Watcher>,
+}
+
+/// The agent's side: counts `tools/list_changed` from the code-mode server.
+#[derive(Clone, Default)]
+struct Watcher {
+    changed: Arc<Notify>,
+}
+
+impl ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed.notify_one();
+    }
 }
 
 fn engine() -> Engine {
@@ -149,7 +161,7 @@ async fn setup(scope: Scope, limits: Limits) -> Setup {
         let _ = server.serve_stream(read, write).await;
     });
     let (read, write) = tokio::io::split(client_end);
-    let client = ().serve((read, write)).await.expect("the client connects");
+    let client = Watcher::default().serve((read, write)).await.expect("the client connects");
     Setup { seen, downstream, client }
 }
 
@@ -279,6 +291,9 @@ async fn list_changed_refreshes_the_catalogue() {
     let (outcome, _) = run(&setup, "tools.fixture__grow()").await;
     assert_eq!(outcome["value"], "grown", "{outcome}");
     tokio::time::timeout(Duration::from_secs(30), changes.changed()).await.expect("a refresh").unwrap();
+    // The agent is told too, so it lists the run tools (and their stubs) again.
+    let told = setup.client.service().changed.notified();
+    tokio::time::timeout(Duration::from_secs(30), told).await.expect("no tools/list_changed reached the client");
     let (outcome, _) = run(&setup, "tools.fixture__late_tool()").await;
     assert_eq!(outcome["value"], "late", "{outcome}");
     let tools = setup.client.peer().list_all_tools().await.unwrap();
