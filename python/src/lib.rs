@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 mod convert;
+mod exit_guard;
 mod outcome;
 mod tools;
 
@@ -283,7 +284,7 @@ impl NativeSandbox {
         tokio_runtime().spawn(async move {
             let run = sandbox.run_cancellable(&code, &input, &cancel);
             let outcome = RUN_LOOP.scope(Arc::new(event_loop), run).await;
-            Python::attach(|py| {
+            exit_guard::attach(|py| {
                 let outcome = PyOutcome::new(outcome);
                 if let Err(err) = on_done.call1(py, (outcome,)) {
                     err.write_unraisable(py, None);
@@ -386,6 +387,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(guest_versions, module)?)?;
     module.add_function(wrap_pyfunction!(rust_baseline, module)?)?;
     module.add_function(wrap_pyfunction!(rust_add_sandbox, module)?)?;
+    module.add_function(wrap_pyfunction!(exit_guard::shutdown, module)?)?;
     module.add("ISOLATION_NAMES", wasmbox::ISOLATION_NAMES.to_vec())?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use wasmbox::{Tool, ToolFailure};
 
-use crate::convert;
+use crate::{convert, exit_guard};
 
 tokio::task_local! {
     /// The asyncio loop of the `run_async` whose run is being polled: its async tools
@@ -60,11 +60,12 @@ pub(crate) fn tool(spec: ToolSpec) -> Tool {
 
 async fn call_sync(function: Arc<Py<PyAny>>, args: Value) -> Result<Value, ToolFailure> {
     let call = tokio::task::spawn_blocking(move || {
-        Python::attach(|py| {
+        exit_guard::attach(|py| {
             let kwargs = kwargs(py, &args).map_err(|e| failure(py, &e))?;
             let result = function.call(py, (), Some(&kwargs)).map_err(|e| failure(py, &e))?;
             convert::from_py(result.bind(py)).map_err(|e| result_failure(py, &e))
         })
+        .unwrap_or_else(|| Err(shutting_down()))
     });
     call.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool panicked")))
 }
@@ -75,7 +76,7 @@ async fn call_async(
     run_loop: Option<Arc<Py<PyAny>>>,
 ) -> Result<Value, ToolFailure> {
     let (sender, receiver) = oneshot::channel();
-    let task = Python::attach(|py| -> PyResult<Py<PyAny>> {
+    let task = exit_guard::attach(|py| -> PyResult<Py<PyAny>> {
         let event_loop = match &run_loop {
             Some(event_loop) => event_loop.clone_ref(py),
             None => background_loop(py)?,
@@ -87,8 +88,9 @@ async fn call_async(
         Ok(task.unbind())
     });
     let task = match task {
-        Ok(task) => CancelOnDrop(Some(task)),
-        Err(err) => return Err(Python::attach(|py| failure(py, &err))),
+        Some(Ok(task)) => CancelOnDrop(Some(task)),
+        Some(Err(err)) => return Err(exit_guard::attach(|py| failure(py, &err)).unwrap_or_else(shutting_down)),
+        None => return Err(shutting_down()),
     };
     let result = receiver.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool was cancelled")));
     task.disarm();
@@ -101,7 +103,7 @@ struct CancelOnDrop(Option<Py<PyAny>>);
 impl CancelOnDrop {
     fn disarm(mut self) {
         if let Some(task) = self.0.take() {
-            Python::attach(|_py| drop(task));
+            exit_guard::attach(|_py| drop(task));
         }
     }
 }
@@ -109,7 +111,7 @@ impl CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(task) = self.0.take() {
-            Python::attach(|py| {
+            exit_guard::attach(|py| {
                 // `concurrent.futures.Future.cancel` hands the cancellation to the loop.
                 let _ = task.call_method0(py, "cancel");
             });
@@ -151,6 +153,10 @@ fn kwargs<'py>(py: Python<'py>, args: &Value) -> PyResult<Bound<'py, PyDict>> {
         }
     }
     Ok(dict)
+}
+
+fn shutting_down() -> ToolFailure {
+    ToolFailure::new("the Python interpreter is shutting down")
 }
 
 /// The guest's view of an exception a tool raised: `TypeName: message`.

@@ -143,3 +143,24 @@ def test_worker_isolation_runs_tools_in_the_parent() -> None:
     outcome = sandbox.run("[tools.add(a=2, b=3), 1]")
     assert outcome.status is Status.OK, outcome
     assert outcome.value == [5, 1]
+
+
+def test_the_interpreter_exits_cleanly_after_async_runs() -> None:
+    # The thread that hands an outcome to asyncio may still be inside Python when the
+    # program, done with it, exits: that aborted the interpreter before the exit hook.
+    script = textwrap.dedent(
+        """
+        import asyncio, wasmbox
+        def add(a: int, b: int) -> int:
+            return a + b
+        sandbox = wasmbox.Sandbox("javascript", tools=[add], scope="all")
+        async def main():
+            for _ in range(100):
+                await sandbox.run_async("return await tools.add({a: 1, b: 2})")
+        asyncio.run(main())
+        print("done")
+        """
+    )
+    for _ in range(3):
+        child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert (child.returncode, child.stdout) == (0, "done\n"), child.stderr[-2000:]

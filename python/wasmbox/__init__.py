@@ -17,6 +17,8 @@ docs/python.md in the repository has the whole story.
 
 from __future__ import annotations
 
+import atexit
+
 from ._errors import (
     CacheError,
     ConfigurationError,
@@ -28,6 +30,7 @@ from ._errors import (
     ToolRegistrationError,
     WasmboxError,
 )
+from ._native import _shutdown as _native_shutdown
 from ._native import (
     ISOLATION_NAMES,
     CapturedOutput,
@@ -41,6 +44,10 @@ from ._native import (
 from ._sandbox import Language, Sandbox, ScopeLike
 from ._tool import Tool, tool
 from ._types import CallStatus, Limits, Status
+
+# Before the interpreter finalizes: the extension's threads stop entering Python and those
+# inside leave first (src/exit_guard.rs).
+atexit.register(_native_shutdown)
 
 __all__ = [
     "Sandbox",

@@ -87,13 +87,16 @@ pub(crate) fn test(root: &Path, wasmbox: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A hash of what the wheel installs (its files' names and contents, not the zip's
-/// timestamps), read with Python's zipfile.
+/// A hash of what the wheel installs: its files' names and contents, read with Python's
+/// zipfile, without the zip's timestamps and without the SBOM maturin writes afresh on
+/// every build (nor the RECORD listing its hash).
 fn wheel_digest(wheel: &Path) -> Result<String> {
     let script = "import hashlib, sys, zipfile\n\
                   h = hashlib.sha256()\n\
                   z = zipfile.ZipFile(sys.argv[1])\n\
-                  for n in sorted(z.namelist()):\n    h.update(n.encode()); h.update(z.read(n))\n\
+                  for n in sorted(z.namelist()):\n    \
+                  if '.dist-info/sboms/' in n or n.endswith('.dist-info/RECORD'): continue\n    \
+                  h.update(n.encode()); h.update(z.read(n))\n\
                   print(h.hexdigest())";
     let output = Command::new("python3").arg("-c").arg(script).arg(wheel).output()?;
     if !output.status.success() {
