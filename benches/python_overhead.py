@@ -1,16 +1,16 @@
 """Per-run overhead of the Python API over the Rust API, for W1 and W2 (benches/workloads).
 
 Both sides run in the same process, on the same extension build: the Rust side is
-`wasmbox._native._rust_baseline`, a loop of `Sandbox::run` calls made from Rust with a
-Rust `add` tool (as benches/benches/runs.rs registers it); the Python side is
-`wasmbox.Sandbox.run` (and `await run_async`) with a Python `add` tool. Rounds alternate
-the two, and the overhead is the difference of the medians per run.
+`wasmbox._native._rust_baseline`, `Sandbox::run` called from Rust with a Rust `add` tool
+(as benches/benches/runs.rs registers it); the Python side is `wasmbox.Sandbox.run` (and
+`await run_async`) with a Python `add` tool. Runs alternate, one of each, and the
+overhead is the median of the pairs' differences.
 
 Run it with the package installed, e.g. from the venv `cargo xtask test` makes::
 
     WASMBOX_CACHE_DIR=target/wasmbox-cache target/python/venv/bin/python benches/python_overhead.py
 
-Options: ``--runs N`` per round (default 300), ``--rounds R`` (default 7).
+Option: ``--runs N``, pairs per workload and API (default 2000).
 """
 
 from __future__ import annotations
@@ -38,36 +38,54 @@ def per_run_us(seconds: float, runs: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=2000, help="pairs of runs per workload and API")
     args = parser.parse_args()
 
-    print(f"{'workload':<12} {'Rust API':>10} {'Python run':>11} {'overhead':>9} {'run_async':>10} {'overhead':>9}")
+    # Paired: each Python-API run is timed right after one Rust-API run, and the overhead
+    # is the median of the pairs' differences, so a busy machine's drift cancels out.
+    print(f"{'workload':<8} {'Rust API':>10} {'run':>10} {'overhead':>9} {'run_async':>10} {'overhead':>9}")
     for language, extension in (("python", "py"), ("javascript", "js")):
         rust = _native._rust_add_sandbox(language)
         sandbox = wasmbox.Sandbox(language, tools=[add], scope="all")
         for workload in ("w1_trivial", "w2_one_tool_call"):
             code = (WORKLOADS / f"{workload}.{extension}").read_text()
             assert sandbox.run(code).is_ok()
-            _native._rust_baseline(rust, code, 20)  # warm both paths
+            _native._rust_baseline(rust, code, 50)  # warm both paths
+            for _ in range(50):
+                sandbox.run(code)
 
-            async def run_async_loop(n: int) -> float:
+            rust_sync, python_sync, cpu_diff = [], [], []
+            for _ in range(args.runs):
+                cpu = time.process_time()
+                rust_sync.append(_native._rust_baseline(rust, code, 1) * 1e6)
+                cpu_rust = time.process_time() - cpu
+                cpu = time.process_time()
                 started = time.perf_counter()
-                for _ in range(n):
-                    await sandbox.run_async(code)
-                return time.perf_counter() - started
+                sandbox.run(code)
+                python_sync.append((time.perf_counter() - started) * 1e6)
+                cpu_diff.append((time.process_time() - cpu - cpu_rust) * 1e6)
 
-            rust_us, sync_us, async_us = [], [], []
-            for _ in range(args.rounds):
-                rust_us.append(per_run_us(_native._rust_baseline(rust, code, args.runs), args.runs))
-                started = time.perf_counter()
+            async def paired_async() -> tuple[list[float], list[float]]:
+                rust_us, python_us = [], []
                 for _ in range(args.runs):
-                    sandbox.run(code)
-                sync_us.append(per_run_us(time.perf_counter() - started, args.runs))
-                async_us.append(per_run_us(asyncio.run(run_async_loop(args.runs)), args.runs))
-            r, s, a = (statistics.median(x) for x in (rust_us, sync_us, async_us))
-            name = f"{language[:2]} {workload[:2].upper()}"
-            print(f"{name:<12} {r:>8.1f}µs {s:>9.1f}µs {s - r:>7.1f}µs {a:>8.1f}µs {a - r:>7.1f}µs")
+                    rust_us.append(_native._rust_baseline(rust, code, 1) * 1e6)
+                    started = time.perf_counter()
+                    await sandbox.run_async(code)
+                    python_us.append((time.perf_counter() - started) * 1e6)
+                return rust_us, python_us
+
+            rust_async, python_async = asyncio.run(paired_async())
+            # The process's CPU time (every thread), which a busy machine inflates less
+            # than wall time: a mean, as the clock's resolution is coarse.
+            cpu_overhead = statistics.mean(cpu_diff)
+            median = statistics.median
+            sync_overhead = median(p - r for p, r in zip(python_sync, rust_sync))
+            async_overhead = median(p - r for p, r in zip(python_async, rust_async))
+            name = f"{extension} {workload[:2].upper()}"
+            print(
+                f"{name:<8} {median(rust_sync):>8.1f}µs {median(python_sync):>8.1f}µs {sync_overhead:>7.1f}µs"
+                f" {median(python_async):>8.1f}µs {async_overhead:>7.1f}µs   (CPU, run: {cpu_overhead:.1f}µs)"
+            )
 
 
 if __name__ == "__main__":
