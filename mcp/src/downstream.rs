@@ -220,8 +220,26 @@ async fn refresh_on_notice(downstream: std::sync::Weak<Downstream>, mut notices:
     }
 }
 
+/// Why a server did not complete the handshake, in words for the operator and the model
+/// (rmcp's own messages name transport types).
 fn handshake_failed(err: rmcp::service::ClientInitializeError) -> String {
-    format!("it did not complete the MCP handshake: {err}")
+    use rmcp::service::ClientInitializeError as E;
+    match err {
+        E::ConnectionClosed(_) => {
+            "it closed the connection during the MCP handshake (it exited, or is not an MCP server)".into()
+        }
+        E::TransportError { error, .. } => {
+            let mut reason = error.error.to_string();
+            let mut source = error.error.source();
+            // reqwest's "error sending request" says why only in its sources.
+            while let Some(inner) = source {
+                reason = format!("{reason}: {inner}");
+                source = inner.source();
+            }
+            format!("it could not be reached: {reason}")
+        }
+        other => format!("it did not complete the MCP handshake: {other}"),
+    }
 }
 
 impl Server {

@@ -36,6 +36,10 @@ args = ["-c", "echo 'this is not JSON-RPC'; echo '{\"jsonrpc\": \"2.0\", \"id\":
 tools = ["lookup"]
 startup_timeout_ms = 2000
 
+[servers.nobody]
+url = "http://127.0.0.1:9/mcp"
+tools = ["lookup"]
+
 [servers.every]
 command = "sh"
 args = ["-c", "exit 1"]
@@ -44,12 +48,15 @@ tools = ["*"]
     );
     let downstream = Downstream::start(&servers).await;
     let status = downstream.status();
-    assert_eq!(status.len(), 4);
+    assert_eq!(status.len(), 5);
     for server in &status {
         let reason = server.down.as_deref().unwrap_or_else(|| panic!("`{}` is up", server.name));
         eprintln!("{}: {reason}", server.name);
         if server.name == "hangs" {
             assert!(reason.contains("within 300 ms"), "{reason}");
+        }
+        if server.name == "nobody" {
+            assert!(reason.starts_with("it could not be reached: "), "{reason}");
         }
     }
 
@@ -57,13 +64,13 @@ tools = ["*"]
     assert!(refused.is_empty(), "{refused:?}");
     let names: Vec<&str> = offered.iter().map(|t| t.name()).collect();
     // A down server with `["*"]` offers nothing: its tools are unknown.
-    assert_eq!(names, ["crashes__lookup", "garbage__lookup", "hangs__lookup"]);
+    assert_eq!(names, ["crashes__lookup", "garbage__lookup", "hangs__lookup", "nobody__lookup"]);
     let mut tools = Tools::new();
     for tool in offered {
         tools.register(tool).unwrap();
     }
     let mut broker = BrokerCtx::new(Arc::new(tools), Scope::All, Limits::default());
-    for name in ["crashes__lookup", "hangs__lookup", "garbage__lookup"] {
+    for name in ["crashes__lookup", "hangs__lookup", "garbage__lookup", "nobody__lookup"] {
         let server = name.split("__").next().unwrap();
         match broker.call(name, "{}").await {
             Err(CallError::Failed(message)) => {
