@@ -3,8 +3,10 @@
 Both sides run in the same process, on the same extension build: the Rust side is
 `wasmbox._native._rust_baseline`, `Sandbox::run` called from Rust with a Rust `add` tool
 (as benches/benches/runs.rs registers it); the Python side is `wasmbox.Sandbox.run` (and
-`await run_async`) with a Python `add` tool. Runs alternate, one of each, and the
-overhead is the median of the pairs' differences.
+`await run_async`) with a Python `add` tool, pooled (the default) and `inline=True`.
+Runs alternate, one of each, and the overhead is the median of the pairs' differences.
+On a shared VM, run it under `chrt -f 10` so that the other load does not decide when a
+woken thread runs.
 
 Run it with the package installed, e.g. from the venv `cargo xtask test` makes::
 
@@ -20,6 +22,7 @@ import asyncio
 import pathlib
 import statistics
 import time
+from collections.abc import Callable
 
 import wasmbox
 from wasmbox import _native
@@ -36,6 +39,18 @@ def per_run_us(seconds: float, runs: int) -> float:
     return seconds / runs * 1e6
 
 
+def paired(rust: object, code: str, run: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """Median Rust-API run, median Python-API run, median of the pairs' differences (µs)."""
+    rust_us, python_us = [], []
+    for _ in range(runs):
+        rust_us.append(_native._rust_baseline(rust, code, 1) * 1e6)
+        started = time.perf_counter()
+        run()
+        python_us.append((time.perf_counter() - started) * 1e6)
+    diffs = [p - r for p, r in zip(python_us, rust_us)]
+    return statistics.median(rust_us), statistics.median(python_us), statistics.median(diffs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2000, help="pairs of runs per workload and API")
@@ -43,48 +58,37 @@ def main() -> None:
 
     # Paired: each Python-API run is timed right after one Rust-API run, and the overhead
     # is the median of the pairs' differences, so a busy machine's drift cancels out.
-    print(f"{'workload':<8} {'Rust API':>10} {'run':>10} {'overhead':>9} {'run_async':>10} {'overhead':>9}")
+    print(f"{'workload':<8} {'Rust API':>9} | {'run':>9} {'+':>7} | {'inline tool':>11} {'+':>7} | {'run_async':>9} {'+':>7}")
     for language, extension in (("python", "py"), ("javascript", "js")):
         rust = _native._rust_add_sandbox(language)
-        sandbox = wasmbox.Sandbox(language, tools=[add], scope="all")
+        pooled = wasmbox.Sandbox(language, tools=[add], scope="all")
+        inline = wasmbox.Sandbox(language, tools=[wasmbox.Tool(add, inline=True)], scope="all")
         for workload in ("w1_trivial", "w2_one_tool_call"):
             code = (WORKLOADS / f"{workload}.{extension}").read_text()
-            assert sandbox.run(code).is_ok()
-            _native._rust_baseline(rust, code, 50)  # warm both paths
+            assert pooled.run(code).is_ok() and inline.run(code).is_ok()
+            _native._rust_baseline(rust, code, 50)  # warm every path
             for _ in range(50):
-                sandbox.run(code)
+                pooled.run(code)
+                inline.run(code)
 
-            rust_sync, python_sync, cpu_diff = [], [], []
-            for _ in range(args.runs):
-                cpu = time.process_time()
-                rust_sync.append(_native._rust_baseline(rust, code, 1) * 1e6)
-                cpu_rust = time.process_time() - cpu
-                cpu = time.process_time()
-                started = time.perf_counter()
-                sandbox.run(code)
-                python_sync.append((time.perf_counter() - started) * 1e6)
-                cpu_diff.append((time.process_time() - cpu - cpu_rust) * 1e6)
+            r, p, p_over = paired(rust, code, lambda: pooled.run(code), args.runs)
+            _, i, i_over = paired(rust, code, lambda: inline.run(code), args.runs)
 
-            async def paired_async() -> tuple[list[float], list[float]]:
+            async def in_loop() -> tuple[float, float, float]:
                 rust_us, python_us = [], []
                 for _ in range(args.runs):
                     rust_us.append(_native._rust_baseline(rust, code, 1) * 1e6)
                     started = time.perf_counter()
-                    await sandbox.run_async(code)
+                    await pooled.run_async(code)
                     python_us.append((time.perf_counter() - started) * 1e6)
-                return rust_us, python_us
+                diffs = [p - r for p, r in zip(python_us, rust_us)]
+                return statistics.median(rust_us), statistics.median(python_us), statistics.median(diffs)
 
-            rust_async, python_async = asyncio.run(paired_async())
-            # The process's CPU time (every thread), which a busy machine inflates less
-            # than wall time: a mean, as the clock's resolution is coarse.
-            cpu_overhead = statistics.mean(cpu_diff)
-            median = statistics.median
-            sync_overhead = median(p - r for p, r in zip(python_sync, rust_sync))
-            async_overhead = median(p - r for p, r in zip(python_async, rust_async))
+            _, a, a_over = asyncio.run(in_loop())
             name = f"{extension} {workload[:2].upper()}"
             print(
-                f"{name:<8} {median(rust_sync):>8.1f}µs {median(python_sync):>8.1f}µs {sync_overhead:>7.1f}µs"
-                f" {median(python_async):>8.1f}µs {async_overhead:>7.1f}µs   (CPU, run: {cpu_overhead:.1f}µs)"
+                f"{name:<8} {r:>7.1f}µs | {p:>7.1f}µs {p_over:>5.1f}µs | {i:>9.1f}µs {i_over:>5.1f}µs"
+                f" | {a:>7.1f}µs {a_over:>5.1f}µs"
             )
 
 

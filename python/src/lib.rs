@@ -103,6 +103,9 @@ impl<T> TryInit<T> for OnceLock<T> {
     }
 }
 
+/// A tool as `wasmbox.Tool._spec` hands it over.
+type ToolTuple<'py> = (String, String, Bound<'py, PyAny>, Py<PyAny>, bool, Option<u64>, bool);
+
 /// How a built-in guest's runtime is loaded.
 type LoadRuntime = fn(&Engine) -> Result<Runtime, wasmbox::Error>;
 
@@ -185,7 +188,7 @@ struct NativeSandbox {
 
 #[pymethods]
 impl NativeSandbox {
-    /// `tools` holds `(name, description, args_schema, function, is_async, timeout_ms)`;
+    /// `tools` holds `(name, description, args_schema, function, is_async, timeout_ms, inline)`;
     /// `scope` is `"all"`, `"none"` or a list of names; `limits` a dict of `Limits` fields.
     #[new]
     #[pyo3(signature = (language, tools, scope, limits, isolation, worker_program=None))]
@@ -215,16 +218,9 @@ impl NativeSandbox {
             isolation.parse().map_err(|e: wasmbox::UnknownIsolation| error(py, "ConfigurationError", e.to_string()))?;
         let mut registry = Tools::new();
         for spec in tools {
-            let (name, description, schema, function, is_async, timeout_ms): (
-                String,
-                String,
-                Bound<'_, PyAny>,
-                Py<PyAny>,
-                bool,
-                Option<u64>,
-            ) = spec.extract()?;
+            let (name, description, schema, function, is_async, timeout_ms, inline): ToolTuple<'_> = spec.extract()?;
             let args_schema = convert::from_py(&schema)?;
-            let spec = ToolSpec { name, description, args_schema, function, is_async, timeout_ms };
+            let spec = ToolSpec { name, description, args_schema, function, is_async, timeout_ms, inline };
             registry.register(tools::tool(spec)).map_err(|e| error(py, "ToolRegistrationError", e.to_string()))?;
         }
         let runtime = runtime(py, language)?;

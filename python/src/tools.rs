@@ -2,7 +2,9 @@
 //!
 //! A sync callable runs on tokio's blocking pool, so a tool that blocks holds up only
 //! its own call (the broker's per-call deadline still ends the call; the thread is
-//! freed when the function returns). A coroutine function runs on an asyncio loop:
+//! freed when the function returns). One marked `inline` runs on the thread polling the
+//! run instead: no handoff between threads (most of a tool call's cost from Python), but
+//! its deadline and the run's cannot end it while it runs. A coroutine function runs on an asyncio loop:
 //! the loop of the `run_async` that started the run, else a background loop thread
 //! the package starts on first use (`wasmbox._loop`); a call the broker gives up on
 //! (deadline, cancelled run) cancels its task. Whatever a tool raises becomes a
@@ -34,12 +36,15 @@ pub(crate) struct ToolSpec {
     pub(crate) function: Py<PyAny>,
     pub(crate) is_async: bool,
     pub(crate) timeout_ms: Option<u64>,
+    /// A sync function called on the thread polling the run, not on the blocking pool:
+    /// no thread handoff, but nothing interrupts it at its deadline.
+    pub(crate) inline: bool,
 }
 
 /// The wasmbox tool that calls `spec.function`.
 pub(crate) fn tool(spec: ToolSpec) -> Tool {
     let function = Arc::new(spec.function);
-    let is_async = spec.is_async;
+    let (is_async, inline) = (spec.is_async, spec.inline);
     let tool = Tool::new(spec.name, spec.description, spec.args_schema, move |args: Value| {
         let function = Arc::clone(&function);
         // Read here, while the broker polls this call inside the run's task.
@@ -47,6 +52,8 @@ pub(crate) fn tool(spec: ToolSpec) -> Tool {
         async move {
             if is_async {
                 call_async(function, args, run_loop).await
+            } else if inline {
+                call_here(&function, &args)
             } else {
                 call_sync(function, args).await
             }
@@ -59,15 +66,18 @@ pub(crate) fn tool(spec: ToolSpec) -> Tool {
 }
 
 async fn call_sync(function: Arc<Py<PyAny>>, args: Value) -> Result<Value, ToolFailure> {
-    let call = tokio::task::spawn_blocking(move || {
-        exit_guard::attach(|py| {
-            let kwargs = kwargs(py, &args).map_err(|e| failure(py, &e))?;
-            let result = function.call(py, (), Some(&kwargs)).map_err(|e| failure(py, &e))?;
-            convert::from_py(result.bind(py)).map_err(|e| result_failure(py, &e))
-        })
-        .unwrap_or_else(|| Err(shutting_down()))
-    });
+    let call = tokio::task::spawn_blocking(move || call_here(&function, &args));
     call.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool panicked")))
+}
+
+/// Calls a sync tool on this thread.
+fn call_here(function: &Py<PyAny>, args: &Value) -> Result<Value, ToolFailure> {
+    exit_guard::attach(|py| {
+        let kwargs = kwargs(py, args).map_err(|e| failure(py, &e))?;
+        let result = function.call(py, (), Some(&kwargs)).map_err(|e| failure(py, &e))?;
+        convert::from_py(result.bind(py)).map_err(|e| result_failure(py, &e))
+    })
+    .unwrap_or_else(|| Err(shutting_down()))
 }
 
 async fn call_async(

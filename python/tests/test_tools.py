@@ -172,3 +172,19 @@ def test_the_gil_is_released_while_a_guest_runs() -> None:
     go.set()
     worker.join(30)
     assert results[0].value == "met"
+
+
+def test_an_inline_tool_runs_on_the_thread_driving_the_run() -> None:
+    threads: list[int] = []
+
+    def where(n: int) -> int:
+        threads.append(threading.get_ident())
+        return n + 1
+
+    pooled = Sandbox(tools=[where], scope="all")
+    inline = Sandbox(tools=[wasmbox.Tool(where, inline=True)], scope="all")
+    assert pooled.run("tools.where(n=1)").value == 2
+    assert inline.run("tools.where(n=2)").value == 3
+    assert threads[0] != threading.get_ident() and threads[1] == threading.get_ident()
+    with pytest.raises(wasmbox.ToolRegistrationError, match="inline"):
+        wasmbox.Tool(slow_upper, inline=True)

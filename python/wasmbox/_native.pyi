@@ -98,7 +98,7 @@ class NativeSandbox:
     def __init__(
         self,
         language: str,
-        tools: list[tuple[str, str, dict[str, Any], Callable[..., Any], bool, int | None]],
+        tools: list[tuple[str, str, dict[str, Any], Callable[..., Any], bool, int | None, bool]],
         scope: str | list[str],
         limits: dict[str, Any],
         isolation: str,

@@ -41,9 +41,16 @@ class Tool:
     arguments. Whatever the function raises reaches the guest as ``ToolFailed`` with
     ``TypeName: message`` — keep secrets out of exception messages.
     ``timeout_ms`` overrides the run's ``Limits.tool_timeout_ms`` for this tool.
+
+    A sync function runs on a thread of the extension's pool, so one that blocks holds up
+    only its own call, and its deadline ends the call (not the function). ``inline=True``
+    runs it on the thread driving the run instead, which saves the two thread handoffs
+    that are most of a tool call's cost from Python (docs/performance.md), for fast
+    functions that never block: while one runs, neither its deadline nor the run's can
+    end it, and under ``run_async`` it holds a thread the runs share.
     """
 
-    __slots__ = ("function", "name", "description", "args_schema", "timeout_ms", "is_async", "_call")
+    __slots__ = ("function", "name", "description", "args_schema", "timeout_ms", "is_async", "inline", "_call")
 
     def __init__(
         self,
@@ -53,6 +60,7 @@ class Tool:
         description: str | None = None,
         args_schema: dict[str, Any] | type | None = None,
         timeout_ms: int | None = None,
+        inline: bool = False,
     ) -> None:
         if not callable(function):
             raise ToolRegistrationError(f"a tool must be callable, got {type(function).__name__}")
@@ -61,6 +69,9 @@ class Tool:
         self.description: str = description if description is not None else _summary(function)
         self.timeout_ms = timeout_ms
         self.is_async = _is_async(function)
+        if inline and self.is_async:
+            raise ToolRegistrationError(f"tool `{self.name}`: an async tool runs on its event loop, never inline")
+        self.inline = inline
         call: Callable[..., Any] = function
         if args_schema is None:
             schema = function_schema(function)
@@ -82,8 +93,8 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, is_async={self.is_async})"
 
-    def _spec(self) -> tuple[str, str, dict[str, Any], Callable[..., Any], bool, int | None]:
-        return (self.name, self.description, self.args_schema, self._call, self.is_async, self.timeout_ms)
+    def _spec(self) -> tuple[str, str, dict[str, Any], Callable[..., Any], bool, int | None, bool]:
+        return (self.name, self.description, self.args_schema, self._call, self.is_async, self.timeout_ms, self.inline)
 
 
 def _model_adapter(function: Callable[..., Any], model: Any, is_async: bool) -> Callable[..., Any]:
@@ -122,6 +133,7 @@ def tool(
     description: str | None = None,
     args_schema: dict[str, Any] | type | None = None,
     timeout_ms: int | None = None,
+    inline: bool = False,
 ) -> Callable[[F], Tool]: ...
 
 
@@ -133,12 +145,15 @@ def tool(
     description: str | None = None,
     args_schema: dict[str, Any] | type | None = None,
     timeout_ms: int | None = None,
+    inline: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Decorator: ``@tool`` or ``@tool(name=..., timeout_ms=...)`` makes a `Tool`."""
+    """Decorator: ``@tool`` or ``@tool(name=..., timeout_ms=..., inline=...)`` makes a `Tool`."""
     if function is not None:
         return Tool(function)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description, args_schema=args_schema, timeout_ms=timeout_ms)
+        return Tool(
+            f, name=name, description=description, args_schema=args_schema, timeout_ms=timeout_ms, inline=inline
+        )
 
     return wrap
