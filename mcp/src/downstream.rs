@@ -88,7 +88,21 @@ pub struct Refused {
 }
 
 type Connect =
-    Box<dyn FnOnce(Listener) -> BoxFuture<'static, Result<RunningService<RoleClient, Listener>, String>> + Send>;
+    Box<dyn FnOnce(Listener) -> BoxFuture<'static, Result<RunningService<RoleClient, Listener>, Failure>> + Send>;
+
+/// Why a server is down: what the model and the guest may read, and the whole story for
+/// the log. The transport's own words can quote a URL with credentials in it, or a
+/// path, so they go only to the log.
+struct Failure {
+    shown: String,
+    detail: String,
+}
+
+impl Failure {
+    fn new(shown: &str, detail: impl std::fmt::Display) -> Self {
+        Failure { shown: shown.to_owned(), detail: format!("{shown}: {detail}") }
+    }
+}
 
 /// Collects servers to start; [`DownstreamBuilder::start`] starts them.
 #[derive(Default)]
@@ -123,7 +137,9 @@ impl DownstreamBuilder {
                         let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(child)
                             .stderr(std::process::Stdio::piped())
                             .spawn()
-                            .map_err(|e| format!("could not start `{}`: {e}", command.display()))?;
+                            .map_err(|e| {
+                                Failure::new("it could not be started", format!("`{}`: {e}", command.display()))
+                            })?;
                         if let Some(stderr) = stderr {
                             tokio::spawn(server.keep_stderr(stderr));
                         }
@@ -135,10 +151,12 @@ impl DownstreamBuilder {
                 Box::pin(async move {
                     let mut custom = std::collections::HashMap::new();
                     for (name, value) in headers {
-                        let name = http::HeaderName::try_from(name.as_str())
-                            .map_err(|e| format!("header `{name}` is not a valid header name: {e}"))?;
-                        let value = http::HeaderValue::try_from(value.as_str())
-                            .map_err(|e| format!("header `{name}`'s value is not valid: {e}"))?;
+                        let name = http::HeaderName::try_from(name.as_str()).map_err(|e| {
+                            Failure::new("a header of its entry is not valid", format!("`{name}`: {e}"))
+                        })?;
+                        let value = http::HeaderValue::try_from(value.as_str()).map_err(|e| {
+                            Failure::new("a header of its entry is not valid", format!("`{name}`'s value: {e}"))
+                        })?;
                         custom.insert(name, value);
                     }
                     let config =
@@ -185,11 +203,6 @@ impl DownstreamBuilder {
         let servers = futures::future::join_all(starts).await;
         let downstream = Arc::new(Downstream { servers, changes });
         tokio::spawn(refresh_on_notice(Arc::downgrade(&downstream), refresh_rx));
-        for server in &downstream.servers {
-            if let Some(reason) = server.down() {
-                tracing::warn!(server = %server.name, "MCP server is down: {reason}");
-            }
-        }
         downstream
     }
 }
@@ -220,14 +233,15 @@ async fn refresh_on_notice(downstream: std::sync::Weak<Downstream>, mut notices:
     }
 }
 
-/// Why a server did not complete the handshake, in words for the operator and the model
-/// (rmcp's own messages name transport types).
-fn handshake_failed(err: rmcp::service::ClientInitializeError) -> String {
+/// Why a server did not complete the handshake: a category for the model and the guest,
+/// the transport's own words (without rmcp's transport type names) for the log.
+fn handshake_failed(err: rmcp::service::ClientInitializeError) -> Failure {
     use rmcp::service::ClientInitializeError as E;
     match err {
-        E::ConnectionClosed(_) => {
-            "it closed the connection during the MCP handshake (it exited, or is not an MCP server)".into()
-        }
+        E::ConnectionClosed(context) => Failure::new(
+            "it closed the connection during the MCP handshake (it exited, or is not an MCP server)",
+            context,
+        ),
         E::TransportError { error, .. } => {
             let mut reason = error.error.to_string();
             let mut source = error.error.source();
@@ -236,9 +250,9 @@ fn handshake_failed(err: rmcp::service::ClientInitializeError) -> String {
                 reason = format!("{reason}: {inner}");
                 source = inner.source();
             }
-            format!("it could not be reached: {reason}")
+            Failure::new("it could not be reached", reason)
         }
-        other => format!("it did not complete the MCP handshake: {other}"),
+        other => Failure::new("it did not complete the MCP handshake", other),
     }
 }
 
@@ -269,20 +283,29 @@ impl Server {
     async fn connect(
         self: &Arc<Self>,
         deadline: Duration,
-        connecting: BoxFuture<'static, Result<RunningService<RoleClient, Listener>, String>>,
+        connecting: BoxFuture<'static, Result<RunningService<RoleClient, Listener>, Failure>>,
     ) {
         let started = async {
             let running = connecting.await?;
-            let tools = running.peer().list_all_tools().await.map_err(|e| format!("listing its tools failed: {e}"))?;
-            Ok::<_, String>((running, tools))
+            let tools =
+                running.peer().list_all_tools().await.map_err(|e| Failure::new("listing its tools failed", e))?;
+            Ok::<_, Failure>((running, tools))
         };
-        let (running, tools) = match tokio::time::timeout(deadline, started).await {
-            Ok(Ok(started)) => started,
-            Ok(Err(reason)) => return self.set_down(reason),
+        let failure = match tokio::time::timeout(deadline, started).await {
+            Ok(Ok((running, tools))) => return self.watch(running, tools),
+            Ok(Err(failure)) => failure,
             Err(_) => {
-                return self.set_down(format!("it did not start and list its tools within {} ms", deadline.as_millis()))
+                let shown = format!("it did not start and list its tools within {} ms", deadline.as_millis());
+                Failure { detail: shown.clone(), shown }
             }
         };
+        let tail: Vec<String> = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        tracing::warn!(server = %self.name, stderr = %tail.join("\n"), "MCP server is down: {}", failure.detail);
+        self.set_down(failure.shown);
+    }
+
+    /// Marks the server up, and down again when its connection ends.
+    fn watch(self: &Arc<Self>, running: RunningService<RoleClient, Listener>, tools: Vec<rmcp::model::Tool>) {
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = State::Up { peer: running.peer().clone(), tools };
         let server = Arc::clone(self);
         tokio::spawn(async move {

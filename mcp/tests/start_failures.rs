@@ -37,7 +37,8 @@ tools = ["lookup"]
 startup_timeout_ms = 2000
 
 [servers.nobody]
-url = "http://127.0.0.1:9/mcp"
+url = "http://127.0.0.1:9/mcp?api_key=hunter2"
+headers = { Authorization = "Bearer hunter3" }
 tools = ["lookup"]
 
 [servers.every]
@@ -56,8 +57,11 @@ tools = ["*"]
             assert!(reason.contains("within 300 ms"), "{reason}");
         }
         if server.name == "nobody" {
-            assert!(reason.starts_with("it could not be reached: "), "{reason}");
+            assert!(reason.starts_with("it could not be reached"), "{reason}");
         }
+        // The reason reaches the model (descriptions) and the guest (errors): the
+        // transport's own words may quote a URL with its credentials; they go to the log.
+        assert!(!reason.contains("hunter"), "{reason}");
     }
 
     let (offered, refused) = downstream.tools();
@@ -75,6 +79,7 @@ tools = ["*"]
         match broker.call(name, "{}").await {
             Err(CallError::Failed(message)) => {
                 assert!(message.contains(&format!("the MCP server `{server}` is not available")), "{message}");
+                assert!(!message.contains("hunter"), "{message}");
             }
             other => panic!("{name}: {other:?}"),
         }
