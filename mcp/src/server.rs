@@ -2,9 +2,10 @@
 //!
 //! Each run tool's description carries typed stubs of every tool in the run's scope (in
 //! the tool's language), how to return a value and the error classes; its result is the
-//! run's outcome ([`crate::report`]). The catalogue is the command tools plus the
-//! downstream servers' tools; when a downstream server changes its tools, the catalogue
-//! is rebuilt before the next run and connected clients get `tools/list_changed`.
+//! run's outcome (`structuredContent` and text, `isError` unless `ok`). The catalogue is
+//! the command tools plus the downstream servers' tools; when a downstream server changes
+//! its tools, the catalogue is rebuilt before the next run and connected clients get
+//! `tools/list_changed`.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
