@@ -221,10 +221,16 @@ fn the_python_sdk_runs_code_over_streamable_http_within_its_scope() {
     let dir = tempfile::tempdir().unwrap();
     let (_python_server, url) = python_http_server(&partners);
     let servers = servers_file(dir.path(), &partners, &url);
+    // A command tool of a tools file sits beside the downstream ones.
+    let tools = dir.path().join("tools.toml");
+    let shout = r#"import json,sys; print(json.dumps(json.load(sys.stdin)["text"].upper()))"#;
+    std::fs::write(&tools, format!("[[tool]]\nname = \"shout\"\nargv = [\"python3\", \"-c\", {shout:?}]\n")).unwrap();
     let mut child = Command::new(wasmbox())
         .args(["mcp", "--http", "127.0.0.1:0", "--servers"])
         .arg(&servers)
-        .args(["--allow", "py__multiply_numbers,everything__echo"])
+        .arg("--tools")
+        .arg(&tools)
+        .args(["--allow", "py__multiply_numbers,everything__echo,shout"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -246,7 +252,7 @@ fn the_python_sdk_runs_code_over_streamable_http_within_its_scope() {
     }
     let endpoint = endpoint.unwrap_or_else(|| panic!("wasmbox mcp --http did not start:\n{seen}"));
     let calls = json!([
-        run("run_python", "tools.py__multiply_numbers(a=3, b=5)"),
+        run("run_python", "[tools.py__multiply_numbers(a=3, b=5), tools.shout(text='hi')]"),
         run(
             "run_javascript",
             r#"
@@ -259,10 +265,10 @@ catch (e) { return [e.constructor.name, e.message]; }
     drop(server);
 
     let description = out["tools"][0]["description"].as_str().unwrap();
-    assert!(description.contains("py__multiply_numbers"), "{description}");
+    assert!(description.contains("py__multiply_numbers") && description.contains("def shout"), "{description}");
     assert!(!description.contains("everything__get_sum"), "an out-of-scope tool is described: {description}");
     let results = out["results"].as_array().unwrap();
-    assert_eq!(results[0]["structuredContent"]["value"], json!({"result": 15}), "{}", results[0]);
+    assert_eq!(results[0]["structuredContent"]["value"], json!([{"result": 15}, "HI"]), "{}", results[0]);
     let denied = &results[1]["structuredContent"]["value"];
     assert_eq!(denied[0], "ToolDenied", "{}", results[1]);
     let mut printed = String::new();
