@@ -131,7 +131,9 @@ impl DownstreamBuilder {
                 Box::new(move |listener| {
                     Box::pin(async move {
                         let mut child = tokio::process::Command::new(&command);
-                        child.args(&args).current_dir(&cwd).env_clear();
+                        // Killed with its handle even when the runtime is shutting down,
+                        // where rmcp's asynchronous kill on drop would never run.
+                        child.args(&args).current_dir(&cwd).env_clear().kill_on_drop(true);
                         // Like a command tool, a server gets PATH and what its entry sets.
                         child.envs(std::env::var_os("PATH").map(|path| ("PATH", path))).envs(&env);
                         let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(child)
