@@ -76,7 +76,8 @@ tools = ["echo", "get-sum", "get-structured-content"]
 
 [servers.py]
 url = {python_url:?}
-tools = ["multiply.numbers", "nap", "cancellations"]
+headers = {{ X-Caller = "wasmbox-e2e" }}
+tools = ["multiply.numbers", "nap", "cancellations", "caller"]
 
 [servers.fragile]
 command = {python:?}
@@ -135,8 +136,9 @@ s = tools.everything__get_sum(a=2, b=3)
 e = tools.everything__echo(message="hi")
 w = tools.everything__get_structured_content(location="Chicago")
 m = tools.py__multiply_numbers(a=6, b=7)
-print("called four tools")
-{"sum": s, "echo": e, "weather": w, "product": m}
+c = tools.py__caller()
+print("called five tools")
+{"sum": s, "echo": e, "weather": w, "product": m, "caller": c}
 "#
         ),
         run("run_javascript", "const s = await tools.everything__get_sum({a: 4, b: 5}); return {s};"),
@@ -188,8 +190,9 @@ out
     assert_eq!(value["echo"], "Echo: hi", "{value}");
     assert_eq!(value["weather"]["conditions"], "Light rain / drizzle", "structuredContent: {value}");
     assert_eq!(value["product"], json!({"result": 42}), "{value}");
-    assert_eq!(structured(0)["stdout"], "called four tools\n");
-    assert_eq!(structured(0)["tool_calls"].as_array().unwrap().len(), 4);
+    assert_eq!(value["caller"], json!({"result": "wasmbox-e2e"}), "the servers file's header: {value}");
+    assert_eq!(structured(0)["stdout"], "called five tools\n");
+    assert_eq!(structured(0)["tool_calls"].as_array().unwrap().len(), 5);
     assert!(results[0]["content"][0]["text"].as_str().unwrap().starts_with("status: ok"), "{}", results[0]);
 
     assert_eq!(structured(1)["value"], json!({"s": "The sum of 4 and 5 is 9."}), "{}", results[1]);

@@ -11,7 +11,7 @@ import sys
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("py-downstream")
 CANCELLED = []
@@ -35,6 +35,11 @@ async def nap(seconds: float) -> str:
 @server.tool(name="cancellations", description="How many naps were cancelled")
 def cancellations() -> int:
     return len(CANCELLED)
+
+
+@server.tool(name="caller", description="The X-Caller header of the request (HTTP only)")
+def caller(ctx: Context) -> str:
+    return (ctx.headers or {}).get("x-caller", "")
 
 
 @server.tool(name="crash", description="Exits the server process at once")
