@@ -40,8 +40,11 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the checkout exists")
 }
 
+/// A plain cargo, not `cargo xtask test`'s clippy-linted one.
 fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo.env_remove("RUSTC_WORKSPACE_WRAPPER").env_remove("CLIPPY_ARGS");
+    cargo
 }
 
 /// The SDK as `cargo package` packages it, unpacked into target/guest-sdk-package/ (a

@@ -142,6 +142,9 @@ debug = "line-tables-only"
         .arg(&target_dir)
         .current_dir(dir)
         .env_remove("CARGO_TARGET_DIR")
+        // A plain build, not `cargo xtask test`'s clippy-linted one.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
         .output()
         .expect("cargo starts");
     succeeded("building the outside host crate", &output);
@@ -299,6 +302,9 @@ fn install_cli(root: &Path) -> PathBuf {
         .arg("--target-dir")
         .arg(checkout.join("target"))
         .env_remove("CARGO_TARGET_DIR")
+        // A plain build, not `cargo xtask test`'s clippy-linted one.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
         .env_remove("CARGO_INSTALL_ROOT")
         .output()
         .expect("cargo starts");

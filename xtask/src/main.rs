@@ -11,7 +11,7 @@
 //!   guests/rust, and the examples; and compress the built-in two into their crates,
 //!   guest-bundles/ (what the host crate and binary carry).
 //! - `cargo xtask demo`   — guests + run the demo (Python snippets calling tools).
-//! - `cargo xtask test`   — setup + guests + fmt + clippy + Windows/macOS `cargo check`
+//! - `cargo xtask test`   — setup + guests + fmt + Windows/macOS `cargo check` + clippy
 //!   + `cargo package` of the published crates + every test + the Python package's wheel
 //!     and its pytest suite (python/, in target/python).
 //! - `cargo xtask cross-check` — only the Windows/macOS `cargo check` (after setup).
@@ -55,7 +55,7 @@ fn main() -> Result<()> {
             setup_guests(&root)?;
             build_guests(&root)?;
             run(cargo()
-                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox"])
+                .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox-host"])
                 .env("WASMBOX_CACHE_DIR", cache_dir(&root)))
         }
         "test" => test(&root),
@@ -80,6 +80,23 @@ fn cache_dir(root: &Path) -> PathBuf {
 
 fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// `command` (a cargo) compiling the workspace's own crates with clippy's driver and
+/// warnings denied, as `cargo clippy -- -D warnings` does (the same driver and the same
+/// `CLIPPY_ARGS` it passes), but while building them for real: a separate `cargo clippy`
+/// would check every dependency, wasmtime and Cranelift included, a second time, which
+/// was a large share of CI. Every cargo run that should reuse this build must be
+/// `linted` too (the wrapper is part of the workspace crates' fingerprints); nested
+/// cargo runs in tests remove both variables.
+fn linted(mut command: Command) -> Command {
+    let driver = std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .map(|cargo| cargo.with_file_name(format!("clippy-driver{}", std::env::consts::EXE_SUFFIX)))
+        .filter(|driver| driver.is_file())
+        .unwrap_or_else(|| PathBuf::from("clippy-driver"));
+    command.env("RUSTC_WORKSPACE_WRAPPER", driver).env("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__");
+    command
 }
 
 fn run(command: &mut Command) -> Result<()> {
@@ -193,12 +210,14 @@ fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
 /// `cargo check` of host and CLI for every [`CROSS_CHECK_TARGETS`], into target/<triple>/
 /// of the one target dir.
 fn cross_check(root: &Path) -> Result<()> {
+    // One cargo for all targets: its jobs keep both cores busy where one target's check
+    // alone leaves one idle behind a long crate.
+    let mut check = cargo();
+    check.args(["check", "--quiet", "-p", "wasmbox-host", "-p", "wasmbox-cli"]);
     for target in CROSS_CHECK_TARGETS {
-        run(cargo()
-            .args(["check", "--quiet", "-p", "wasmbox", "-p", "wasmbox-cli", "--target", target])
-            .envs(cross_check_c_env(root, target)?))?;
+        check.args(["--target", target]).envs(cross_check_c_env(root, target)?);
     }
-    Ok(())
+    run(&mut check)
 }
 
 /// Windows API headers from mingw-w64 (Debian/Ubuntu `mingw-w64-x86-64-dev`).
@@ -513,7 +532,7 @@ fn fuzz_smoke(root: &Path) -> Result<()> {
 const PUBLISHED_CRATES: [&str; 7] = [
     "wasmbox-guest-python",
     "wasmbox-guest-js",
-    "wasmbox",
+    "wasmbox-host",
     "wasmbox-stubs",
     "wasmbox-mcp",
     "wasmbox-cli",
@@ -539,7 +558,6 @@ fn test(root: &Path) -> Result<()> {
     build_guests(root)?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust")))?;
-    run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
     cross_check(root)?;
     package(root)?;
     run(cargo()
@@ -550,10 +568,10 @@ fn test(root: &Path) -> Result<()> {
     run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
     run(Command::new("node").arg("guests/js/test_runner_native.mjs"))?;
     run(Command::new("node").arg("guests/js/test_bindings_native.mjs"))?;
-    // Build every test target first, then run the `wasmbox` binary that build produced:
-    // a separate `cargo run -p wasmbox-cli` would resolve features differently and
-    // rebuild half the dependency tree.
-    run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))?;
+    // Build every target first (linting as it compiles: `linted`), then run the `wasmbox`
+    // binary that build produced: a separate `cargo run -p wasmbox-cli` would resolve
+    // features differently and rebuild half the dependency tree.
+    run(linted(cargo()).args(["test", "--workspace", "--all-targets", "--no-run", "--quiet"]))?;
     let wasmbox = root.join("target/debug/wasmbox");
     let precompile = |args: &[&str]| {
         run(Command::new(&wasmbox).arg("precompile").args(args).env("WASMBOX_CACHE_DIR", cache_dir(root)))
@@ -570,7 +588,7 @@ fn test(root: &Path) -> Result<()> {
         let path = root.join(format!("target/guests/{example}.wasm"));
         precompile(&["--allow-inert-wasi", "--guest", &path.to_string_lossy()])?;
     }
-    let mut tests = cargo();
+    let mut tests = linted(cargo());
     tests.args(["test", "--workspace"]).env("WASMBOX_CACHE_DIR", cache_dir(root));
     docker::prepare_for_tests(root, &wasmbox)?;
     let available = available_isolations(&wasmbox)?;
