@@ -18,8 +18,9 @@
 //! - `cargo xtask fuzz-smoke` — build the fuzz targets of fuzz/ (nightly, cargo-fuzz) and
 //!   run each for a few seconds (`WASMBOX_FUZZ_SECONDS`, default 10). Not part of `test`:
 //!   see docs/fuzzing.md.
-//! - `cargo xtask python` — only `test`'s Python package step: the wheel, its venv and
-//!   its pytest suite (after `cargo xtask guests` and a `cargo test --no-run`).
+//! - `cargo xtask python` — only `test`'s Python package step (after `cargo xtask guests`):
+//!   the workspace's test build, which builds the extension, then the wheel, its venv and
+//!   its pytest suite.
 //! - `cargo xtask docker-image [BINARY]` — build the `docker` isolation's worker image
 //!   from the `wasmbox` binary's loader and libraries and load it into the engine.
 
@@ -62,8 +63,10 @@ fn main() -> Result<()> {
         "cross-check" => cross_check(&root),
         "docker-image" => docker::image_command(&root, std::env::args_os().nth(2).map(PathBuf::from)),
         "fuzz-smoke" => fuzz_smoke(&root),
-        // Only the Python package's step of `test`, against the CLI that `cargo test` built.
-        "python" => python_package::test(&root, &root.join("target/debug/wasmbox")),
+        // Only the Python package's step of `test`, after the test build that makes the
+        // extension and the CLI it uses.
+        "python" => run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))
+            .and_then(|()| python_package::test(&root, &root.join("target/debug/wasmbox"))),
         _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|fuzz-smoke|python|docker-image [BINARY]>"),
     }
 }

@@ -1,14 +1,18 @@
-//! The Python package (python/): build its wheel and run its pytest suite against the
+//! The Python package (python/): pack its wheel and run its pytest suite against the
 //! wheel installed into a fresh venv, all under `target/python/`.
 //!
-//! - `target/python/build-venv`: maturin, pinned in python/requirements-build.txt.
-//! - The wheel: `maturin build --profile dev` into the shared target dir, with the
-//!   features the workspace's tests use, so it reuses their build of wasmtime; cargo
-//!   decides what is stale, so an unchanged tree only re-packs the wheel.
+//! - The extension: `cargo test --workspace` builds it, as python/Cargo.toml's example
+//!   `wasmbox_native`, in the same invocation as the tests, so its dependencies get the
+//!   workspace's unified features and it links the tests' build of wasmtime. `maturin
+//!   build` (what users run, docs/python.md) resolves this package's features alone,
+//!   which differ (dev-dependencies and other members add features to libc, serde,
+//!   tokio, ...), and would compile wasmtime a second time.
+//! - The wheel: python/pack_wheel.py lays that extension and `python/wasmbox` out as
+//!   maturin does, into `target/python/wheels`.
 //! - `target/python/venv`: python/requirements-test.txt (pinned: pytest, and the real
 //!   chuk-tool-processor and pydantic-ai the integrations are tested against), then the
-//!   wheel. Each venv is made again only when its requirements change (a stamp file holds
-//!   their hash); the wheel is reinstalled only when its extension or Python files change.
+//!   wheel. The venv is made again only when its requirements change (a stamp file holds
+//!   their hash); the wheel is reinstalled only when its files change.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,23 +46,20 @@ fn venv_with(venv: &Path, requirements: &Path) -> Result<PathBuf> {
 /// worker-isolation test uses.
 pub(crate) fn test(root: &Path, wasmbox: &Path) -> Result<()> {
     let out = root.join("target/python");
-    let build_python = venv_with(&out.join("build-venv"), &root.join("python/requirements-build.txt"))?;
+    let extension = root.join("target/debug/examples/libwasmbox_native.so");
+    if !extension.is_file() {
+        bail!("{} is missing: `cargo test --workspace --no-run` builds it", extension.display());
+    }
     let wheels = out.join("wheels");
     if wheels.exists() {
         std::fs::remove_dir_all(&wheels)?;
     }
-    run(Command::new(build_python.with_file_name("maturin"))
-        .args(["build", "--quiet", "--profile", "dev", "--manifest-path"])
-        .arg(root.join("python/Cargo.toml"))
-        .arg("--out")
-        .arg(&wheels)
-        // The interpreter the test venv is made from (one abi3 wheel serves >= 3.10).
-        .args(["--interpreter", "python3"]))?;
+    run(Command::new("python3").arg(root.join("python/pack_wheel.py")).arg(&extension).arg(&wheels))?;
     let wheel = std::fs::read_dir(&wheels)?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
-        .context("maturin wrote no wheel")?;
-    eprintln!("xtask: built {} ({:.1} MB)", wheel.display(), std::fs::metadata(&wheel)?.len() as f64 / 1e6);
+        .context("pack_wheel.py wrote no wheel")?;
+    eprintln!("xtask: packed {} ({:.1} MB)", wheel.display(), std::fs::metadata(&wheel)?.len() as f64 / 1e6);
 
     let venv = out.join("venv");
     let python = venv_with(&venv, &root.join("python/requirements-test.txt"))?;
@@ -88,8 +89,8 @@ pub(crate) fn test(root: &Path, wasmbox: &Path) -> Result<()> {
 }
 
 /// A hash of what the wheel installs: its files' names and contents, read with Python's
-/// zipfile, without the zip's timestamps and without the SBOM maturin writes afresh on
-/// every build (nor the RECORD listing its hash).
+/// zipfile, without the zip's timestamps and without an SBOM a wheel builder may write
+/// afresh on every build (nor the RECORD listing its hash).
 fn wheel_digest(wheel: &Path) -> Result<String> {
     let script = "import hashlib, sys, zipfile\n\
                   h = hashlib.sha256()\n\
