@@ -65,7 +65,8 @@ fn main() -> Result<()> {
         "fuzz-smoke" => fuzz_smoke(&root),
         // Only the Python package's step of `test`, after the test build that makes the
         // extension and the CLI it uses.
-        "python" => run(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))
+        // The same test build as `test`'s (flags and wrapper), so neither rebuilds the other.
+        "python" => run(linted(cargo()).args(["test", "--workspace", "--all-targets", "--no-run", "--quiet"]))
             .and_then(|()| python_package::test(&root, &root.join("target/debug/wasmbox"))),
         _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|fuzz-smoke|python|docker-image [BINARY]>"),
     }
