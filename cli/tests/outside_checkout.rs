@@ -5,8 +5,8 @@
 //! - A host crate *outside* the workspace (a temp dir, a path dependency on `host/`, a
 //!   `[workspace]` of its own, so no `[patch]` of ours and no xtask) runs a Python and a
 //!   JavaScript snippet that call a tool, with `WASMBOX_CACHE_DIR` in the temp dir.
-//! - The `wasmbox` binary `cargo install --path cli` installs, copied into an empty
-//!   directory, with `HOME` elsewhere and `WASMBOX_CACHE_DIR` unset, runs both languages.
+//! - The `wasmbox` binary, copied into an empty directory, with `HOME` elsewhere and
+//!   `WASMBOX_CACHE_DIR` unset, runs both languages.
 //!
 //! Each cache starts with the precompiled artifacts of this checkout's cache
 //! (target/wasmbox-cache, which `cargo xtask test` fills by compiling the guests the way
@@ -234,12 +234,15 @@ fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (u64, std::time::
     files
 }
 
-/// `cargo install --path cli` into a temp root, the binary then copied into an empty
-/// directory. `--debug` and this workspace's target dir keep the install from compiling
-/// wasmtime a second time (release would take many minutes here); the guests are
-/// embedded the same way in both profiles (the bundle crates' `include_bytes!`), and a
-/// debug build has no more access to the checkout than a release one. Its default
-/// cache (`$HOME/.cache/wasmbox` on Linux) is seeded as the module doc says.
+/// The `wasmbox` binary this test was built with, copied into an empty directory: the
+/// bytes `cargo install --path cli` puts in place but for the profile and feature
+/// resolution. The guests are embedded the same way in every profile (the bundle crates'
+/// `include_bytes!`), and no build has more access to the checkout than another;
+/// copying the binary out of target/ is what matters. Running `cargo install` here
+/// (`--debug`, this target dir) was tried: resolving the CLI's features alone, it
+/// compiled wasmtime once more and made this file take ~10 minutes of CI
+/// (docs/performance.md, "CI"). Its default cache (`$HOME/.cache/wasmbox` on Linux) is
+/// seeded as the module doc says.
 #[test]
 fn the_installed_binary_runs_python_and_javascript_from_any_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -248,7 +251,7 @@ fn the_installed_binary_runs_python_and_javascript_from_any_directory() {
         std::fs::create_dir(empty).unwrap();
     }
     let binary = bin.join(format!("wasmbox{}", std::env::consts::EXE_SUFFIX));
-    std::fs::copy(install_cli(&dir.path().join("install")), &binary).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_wasmbox"), &binary).unwrap();
     let bytes = std::fs::read(&binary).unwrap();
     assert!(
         !bytes.windows(b"target/guests".len()).any(|window| window == b"target/guests"),
@@ -288,29 +291,6 @@ fn the_installed_binary_runs_python_and_javascript_from_any_directory() {
     for expected in ["python guest: CPython 3.", "js guest: SpiderMonkey", "wasmbox:sandbox@"] {
         assert!(version.contains(expected), "{version}");
     }
-}
-
-/// Runs `cargo install --path cli` into `root`; answers the installed binary.
-fn install_cli(root: &Path) -> PathBuf {
-    let checkout = repo_root();
-    let started = Instant::now();
-    let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["install", "--quiet", "--debug", "--locked", "--path"])
-        .arg(checkout.join("cli"))
-        .arg("--root")
-        .arg(root)
-        .arg("--target-dir")
-        .arg(checkout.join("target"))
-        .env_remove("CARGO_TARGET_DIR")
-        // A plain build, not `cargo xtask test`'s clippy-linted one.
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .env_remove("CLIPPY_ARGS")
-        .env_remove("CARGO_INSTALL_ROOT")
-        .output()
-        .expect("cargo starts");
-    succeeded("cargo install --path cli", &output);
-    eprintln!("installed the CLI in {:.1?}", started.elapsed());
-    root.join(format!("bin/wasmbox{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// A tool the scripts call: a one-line Python program.
