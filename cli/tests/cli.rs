@@ -184,6 +184,25 @@ fn the_batch_example_runs_in_every_language() {
     }
 }
 
+/// A Python guest built with a package from PyPI added, as docs/guests.md ("Adding
+/// Python packages") says (`cargo xtask python-guest --with tabulate==0.9.0`; CI's copy
+/// is target/guests/python_tabulate.wasm), runs through `--guest`: the package and its
+/// lazily imported submodules are inside, and so is the rest of the built-in guest.
+#[test]
+fn a_python_guest_with_a_package_from_pypi_runs() {
+    let dir = fixture();
+    let path = guest("python_tabulate");
+    let code = "from tabulate import tabulate, version\nimport sys, zoneinfo\n\
+                print(tabulate([['Paris', 18]], headers=['city', 'temp_c'], tablefmt='github'))\n\
+                [version.__version__, list(sys.modules['app'].PACKAGES), zoneinfo.ZoneInfo('Europe/Paris').key]";
+    let out = wasmbox(dir.path(), &["run", "-", "--guest", &path, "--allow-inert-wasi"], Some(code));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("| city   |   temp_c |\n|--------|----------|\n| Paris  |       18 |\n"), "{stdout}");
+    let value: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(value, serde_json::json!(["0.9.0", ["tabulate", "tabulate.version"], "Europe/Paris"]));
+}
+
 #[test]
 fn a_guest_that_imports_more_than_the_world_is_refused() {
     let dir = fixture();

@@ -79,6 +79,8 @@ _CURATED = (
     # for the data tools hand back: markup, config, archives, mail
     "html.parser", "xml.etree.ElementTree", "tomllib", "configparser", "zlib", "gzip",
     "zipfile", "email", "email.parser", "email.policy", "email.utils", "colorsys",
+    # SQLite is linked into componentize-py's CPython; only its Python package was missing
+    "sqlite3",
 )
 
 
@@ -92,8 +94,8 @@ def _importable(name):
 
 # Modules that promised ones import lazily, on first use, so that nothing above brings
 # them in; unbundled, that first use dies with a puzzling ModuleNotFoundError:
-# - importlib.resources: zoneinfo looks a zone up through it (for the tzdata package).
-#   With it, the error is ZoneInfoNotFoundError: the guest has no time zone database.
+# - importlib.resources: guest code that reads a package's resources (zoneinfo does not
+#   need it here: see the time-zone database below).
 # - _strptime: datetime.strptime and time.strptime.
 # - the codecs the registry finds by name (codecs.lookup, str.encode, bytes.decode and
 #   io.TextIOWrapper with an encoding other than UTF-8's few built-in spellings);
@@ -112,6 +114,100 @@ _SUPPORT = (
 SUPPORT_MISSING = tuple(name for name in _SUPPORT if not _importable(name))
 STDLIB = tuple(name for name in _CURATED if _importable(name))
 STDLIB_MISSING = tuple(name for name in _CURATED if name not in STDLIB)
+
+
+# ------------------------------------------------------------ time-zone database
+# zoneinfo reads a zone's file when code first asks for the zone, and a run has no
+# files. The build puts PyPI's `tzdata` on the path (xtask's python_guest.rs, which pins
+# it); its zone files are read here, at build time, into one bytes object in the
+# snapshot, and zoneinfo's loader is pointed at it. Only the zones a run asks for are
+# parsed, and the bytes are the image's pages, shared by every instance until written
+# (bytes objects are never written, and the collector skips them).
+def _load_tz_database():
+    try:
+        import tzdata
+        import zoneinfo
+        import zoneinfo._common
+        import zoneinfo._tzpath
+    except ImportError:
+        return None
+    base = tzdata.__path__[0] + "/zoneinfo/"
+    # `zones` lists every key, the same list zoneinfo.available_timezones() reads.
+    with open(tzdata.__path__[0] + "/zones", encoding="utf-8") as f:
+        keys = sorted(line.strip() for line in f if line.strip())
+    chunks, index, offset = [], {}, 0
+    for key in keys:
+        with open(base + key, "rb") as f:
+            data = f.read()
+        if not data.startswith(b"TZif"):
+            raise ImportError("tzdata's %s is not a TZif file" % key)
+        chunks.append(data)
+        index[key] = (offset, offset + len(data))
+        offset += len(data)
+    blob = b"".join(chunks)
+    zone_names = frozenset(keys)
+    not_found = zoneinfo._common.ZoneInfoNotFoundError
+
+    def load_tzdata(key):
+        # Both ZoneInfo implementations (C and Python) call this by attribute once the
+        # empty TZPATH has found nothing; the key is already validated by then.
+        try:
+            start, end = index[key]
+        except (KeyError, TypeError):
+            raise not_found("No time zone found with key %s" % key) from None
+        return io.BytesIO(blob[start:end])
+
+    def available_timezones():
+        return set(zone_names)
+
+    zoneinfo._common.load_tzdata = load_tzdata
+    zoneinfo._tzpath.available_timezones = zoneinfo.available_timezones = available_timezones
+    # No search of /usr/share/zoneinfo and friends: the guest's zones are the pinned
+    # ones, whatever a filesystem given to the guest holds.
+    zoneinfo.reset_tzpath(to=())
+    return tzdata.IANA_VERSION
+
+
+# The IANA release of the zones, or None where the build had no tzdata (then zoneinfo
+# finds no zone: ZoneInfoNotFoundError).
+TZDATA_VERSION = _load_tz_database()
+
+
+# ----------------------------------------------------------------------- sqlite3
+def _sqlite_in_memory_temp_store():
+    """sqlite3.connect(), which also keeps SQLite's temporary storage in memory.
+
+    SQLite writes temporary tables and indices, and sorts too large for its cache, to
+    temporary files by default, and a run has no directory to write them to: a big
+    ORDER BY failed. In memory they count against the run's memory limit instead."""
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None:
+        return
+    connect = sqlite3.connect
+
+    @functools.wraps(connect)
+    def wrapped(*args, **kwargs):
+        connection = connect(*args, **kwargs)
+        connection.execute("PRAGMA temp_store = MEMORY")
+        return connection
+
+    sqlite3.connect = sqlite3.dbapi2.connect = wrapped
+
+
+_sqlite_in_memory_temp_store()
+
+# ---------------------------------------------------------------- added packages
+# `cargo xtask python-guest --with REQUIREMENT` builds this guest with packages from
+# PyPI and a generated module beside them that imports each of their modules now, while
+# the component is built. The built-in guest has none.
+try:
+    import _wasmbox_packages
+except ModuleNotFoundError as e:
+    if e.name != "_wasmbox_packages":
+        raise
+    PACKAGES = ()
+else:
+    PACKAGES = _wasmbox_packages.MODULES
 
 # Bound once so that guest code monkeypatching `json` cannot break result encoding.
 _dumps = json.dumps

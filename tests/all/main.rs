@@ -8,6 +8,7 @@ mod conformance;
 mod custom_guests;
 mod guest_faults;
 mod instance_pool;
+mod python_batteries;
 mod python_broker;
 mod python_guest;
 mod python_isolation;

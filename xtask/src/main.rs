@@ -21,12 +21,15 @@
 //! - `cargo xtask python` — only `test`'s Python package step (after `cargo xtask guests`):
 //!   the workspace's test build, which builds the extension, then the wheel, its venv and
 //!   its pytest suite.
+//! - `cargo xtask python-guest --with REQUIREMENT … -o OUT.wasm` — the Python guest with
+//!   pure-Python packages from PyPI added (docs/guests.md, "Adding Python packages").
 //! - `cargo xtask docker-image [BINARY]` — build the `docker` isolation's worker image
 //!   from the `wasmbox` binary's loader and libraries and load it into the engine.
 
 mod docker;
 mod guest_bundles;
 mod mcp_partners;
+mod python_guest;
 mod python_package;
 
 use std::path::{Path, PathBuf};
@@ -48,6 +51,7 @@ const CROSS_CHECK_TARGETS: [&str; 2] = ["x86_64-pc-windows-msvc", "aarch64-apple
 fn main() -> Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
     let root = workspace_root();
+    let invoked_from = std::env::current_dir()?;
     std::env::set_current_dir(&root)?;
     match task.as_str() {
         "setup" => setup(&root),
@@ -63,12 +67,13 @@ fn main() -> Result<()> {
         "cross-check" => cross_check(&root),
         "docker-image" => docker::image_command(&root, std::env::args_os().nth(2).map(PathBuf::from)),
         "fuzz-smoke" => fuzz_smoke(&root),
+        "python-guest" => python_guest::command(&root, &invoked_from, &std::env::args().skip(2).collect::<Vec<_>>()),
         // Only the Python package's step of `test`, after the test build that makes the
         // extension and the CLI it uses.
         // The same test build as `test`'s (flags and wrapper), so neither rebuilds the other.
         "python" => run(linted(cargo()).args(["test", "--workspace", "--all-targets", "--no-run", "--quiet"]))
             .and_then(|()| python_package::test(&root, &root.join("target/debug/wasmbox"))),
-        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|fuzz-smoke|python|docker-image [BINARY]>"),
+        _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|fuzz-smoke|python|python-guest|docker-image [BINARY]>"),
     }
 }
 
@@ -280,13 +285,8 @@ fn cross_check_c_env(root: &Path, target: &str) -> Result<Vec<(String, String)>>
 fn build_guests(root: &Path) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
-    build_guest(root, "python", COMPONENTIZE_PY, || {
-        let native = build_python_native_module(root)?;
-        run(Command::new(root.join("target/guest-tools/venv/bin/componentize-py"))
-            .args(["-d", "wit", "-w", "code-runner", "componentize", "app", "-p", "guests/python", "-p"])
-            .arg(native)
-            .arg("-o")
-            .arg(out_dir.join("python.wasm")))
+    build_guest(root, "python", &python_guest::pins(), || {
+        python_guest::componentize(root, &[], &out_dir.join("python.wasm"))
     })?;
     let lock = std::fs::read_to_string(root.join("guests/js/package-lock.json"))?;
     let install_componentize_js = || {
@@ -301,6 +301,8 @@ fn build_guests(root: &Path) -> Result<()> {
         run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
     })?;
     bundle_builtin_guests(root, &lock)?;
+    // The Python guest with a package from PyPI added, as users build theirs.
+    python_guest::build_example(root)?;
     build_examples(root, &out_dir, &lock, install_componentize_js)?;
     build_rust_guests(root, &out_dir)
 }
@@ -588,7 +590,8 @@ fn test(root: &Path) -> Result<()> {
         precompile(&["--lang", lang, "--fuel-metering"])?;
     }
     // The docs' Python and JS examples are as large as the built-in guests.
-    for example in ["python_batch", "js_batch"] {
+    // So is the Python guest with a package added.
+    for example in ["python_batch", "js_batch", "python_tabulate"] {
         let path = root.join(format!("target/guests/{example}.wasm"));
         precompile(&["--allow-inert-wasi", "--guest", &path.to_string_lossy()])?;
     }
