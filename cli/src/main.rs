@@ -6,6 +6,7 @@
 
 mod command_tool;
 mod describe_tools;
+mod file_flags;
 mod mcp_command;
 mod sandbox_flags;
 mod terminal_text;
@@ -123,6 +124,14 @@ struct RunArgs {
     /// JSON input, visible to the script as INPUT.
     #[arg(long)]
     input: Option<String>,
+    /// A host file the script can read at /input/NAME (default NAME: the file's name).
+    /// Repeatable. The script's files live in memory; it reaches no host path.
+    #[arg(long = "input-file", value_name = "PATH[:NAME]")]
+    input_files: Vec<String>,
+    /// After the run, write the files the script left in /output into DIR (created if
+    /// missing): only inside DIR, names sanitised, never through a symbolic link.
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
     #[command(flatten)]
     sandbox: sandbox_flags::SandboxArgs,
     /// Print the whole outcome as JSON instead of the script's output.
@@ -251,14 +260,19 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         None => serde_json::Value::Null,
     };
 
+    let files = file_flags::read_inputs(&args.input_files)?;
+
     let engine = plan.engine()?;
     let runtime = load_runtime(&engine, lang, args.guest.as_deref(), args.allow_inert_wasi)?;
     let sandbox = plan.sandbox(runtime, tools)?.scope(scope);
-    let outcome = sandbox.run_with_input(&code, &input).await;
+    let outcome = sandbox.run_with_files(&code, &input, &files, &wasmbox::CancelToken::new()).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
         print_human(&outcome)?;
+    }
+    if let Some(dir) = &args.output_dir {
+        file_flags::write_outputs(dir, &outcome.files)?;
     }
     Ok(ExitCode::from(exit_code(outcome.status)))
 }

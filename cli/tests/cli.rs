@@ -429,3 +429,55 @@ fn log_lines_are_escaped_on_a_terminal() {
     assert!(seen.contains("a command tool failed") && seen.contains("x\\x1b]0;title\\x07y"), "{seen:?}");
     assert!(!seen.contains(['\x1b', '\x07']), "a control character reached the terminal: {seen:?}");
 }
+
+/// `--input-file` puts host files under the guest's /input, and `--output-dir` writes what
+/// it leaves in /output after the run: inside the directory only, names sanitised, no
+/// path of the host reachable from the script.
+#[test]
+fn input_files_in_and_output_files_out() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.csv"), "a,b\n1,2\n").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "hunter2").unwrap();
+    let script = r#"
+import os
+rows = open('/input/data.csv').read().splitlines()
+open('/input/renamed.txt').read()
+os.makedirs('/output/sub', exist_ok=True)
+open('/output/sub/rows.txt', 'w').write(str(len(rows)))
+open('/output/a:b', 'w').write('colon')
+seen = []
+for p in ['/secret.txt', 'secret.txt', '../secret.txt', '/tmp/../../secret.txt']:
+    try:
+        open(p).read(); seen.append(p)
+    except OSError:
+        pass
+(sorted(os.listdir('/input')), seen)
+"#;
+    std::fs::write(dir.path().join("files.py"), script).unwrap();
+    let out = dir.path().join("out");
+    let output = wasmbox(
+        dir.path(),
+        &[
+            "run",
+            "files.py",
+            "--input-file",
+            "data.csv",
+            "--input-file",
+            "data.csv:renamed.txt",
+            "--output-dir",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.trim(), r#"[["data.csv","renamed.txt"],[]]"#);
+    assert_eq!(std::fs::read_to_string(out.join("sub").join("rows.txt")).unwrap(), "2");
+    assert_eq!(std::fs::read_to_string(out.join("a_b")).unwrap(), "colon");
+
+    let missing = wasmbox(dir.path(), &["run", "files.py", "--input-file", "nope.csv"], None);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.csv"));
+    let bad_name = wasmbox(dir.path(), &["run", "files.py", "--input-file", "data.csv:../x"], None);
+    assert!(String::from_utf8_lossy(&bad_name.stderr).contains(".."), "{:?}", bad_name);
+}

@@ -16,6 +16,7 @@ use crate::output_capture::OutputCapture;
 use crate::run_state::{MemoryGuard, RunState};
 use crate::runtime::Runtime;
 use crate::termination::{classify_trap, Latched, Phase, Termination};
+use crate::vfs::{InputFiles, Vfs};
 use crate::wasi;
 
 /// Runs `code` on a fresh instance of `runtime` under `limits`, its tool calls answered
@@ -25,6 +26,7 @@ pub(crate) async fn execute(
     limits: &Limits,
     code: &str,
     input_json: &str,
+    files: &InputFiles,
     broker: GuestBroker,
     cancel: CancelToken,
 ) -> Outcome {
@@ -35,6 +37,7 @@ pub(crate) async fn execute(
     let state = RunState {
         wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
         table: ResourceTable::new(),
+        vfs: Vfs::new(limits.max_fs_bytes, limits.max_fs_files, files.clone()),
         broker,
         memory: MemoryGuard::new(limits.max_memory_bytes),
         deadline: Instant::now() + timeout,
@@ -93,6 +96,7 @@ pub(crate) async fn execute(
     outcome.stdout = stdout.snapshot();
     outcome.stderr = stderr.snapshot();
     outcome.tool_calls = tool_calls;
+    outcome.files = state.vfs.into_outputs();
     outcome.stats = Stats {
         wall_time_us: 0,
         instantiate_time_us: instantiate_time.as_micros() as u64,

@@ -20,8 +20,9 @@
 //! ```
 //!
 //! # Security
-//! The guest gets a deny-all WASI context (no files, environment, arguments, network or
-//! host stdio; see `wasi.rs`), a fresh Store per run, and only the tools in its scope.
+//! The guest gets a deny-all WASI context (no host files, environment, arguments, network
+//! or host stdio; see `wasi.rs`), a private in-memory filesystem (`/input`, `/output`,
+//! `/tmp`; see [`InputFiles`]), a fresh Store per run, and only the tools in its scope.
 //! Limits that a guest could observe and swallow (a `MemoryError`, a refused tool call)
 //! are latched on the host and reported in the outcome.
 
@@ -52,6 +53,7 @@ mod run_state;
 mod runtime;
 mod sandbox;
 mod termination;
+mod vfs;
 mod wasi;
 pub mod worker;
 
@@ -83,3 +85,4 @@ pub use outcome::{
 };
 pub use runtime::Runtime;
 pub use sandbox::Sandbox;
+pub use vfs::{InputFileError, InputFiles, OutputFile};

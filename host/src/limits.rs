@@ -36,6 +36,11 @@ pub const DEFAULT_MAX_JSON_DEPTH: u32 = 64;
 /// Default per-call deadline of a tool.
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 5_000;
 
+/// Default quota on the bytes of file data a run writes to its in-memory filesystem.
+pub const DEFAULT_MAX_FS_BYTES: u64 = 64 << 20;
+/// Default cap on the files and directories a run creates in its in-memory filesystem.
+pub const DEFAULT_MAX_FS_FILES: u64 = 4_096;
+
 /// Default bound on tool calls in flight at once across a run and its nested runs.
 pub const DEFAULT_MAX_CONCURRENT_TOOL_CALLS: u32 = 4;
 /// Default bound on nested runs (a tool starting a run, whose tool starts a run, …).
@@ -45,6 +50,9 @@ pub const DEFAULT_MAX_NESTING_DEPTH: u32 = 2;
 const MIN_MEMORY_BYTES: u64 = 1 << 20;
 /// Beyond this a 32-bit wasm memory cannot grow anyway.
 const MAX_MEMORY_BYTES: u64 = 4 << 30;
+/// The largest file quota: the files travel back in one outcome (and one worker frame).
+const MAX_FS_BYTES: u64 = 1 << 30;
+
 /// serde_json refuses to parse deeper than 128 levels anyway.
 const MAX_JSON_DEPTH: u32 = 128;
 
@@ -97,6 +105,13 @@ pub struct Limits {
     pub max_concurrent_tool_calls: u32,
     /// How deep runs may nest; 0 forbids nested runs.
     pub max_nesting_depth: u32,
+    /// Quota on the file data a run writes under `/output` and `/tmp` (input files do not
+    /// count): a write past it fails in the guest with ENOSPC (`OSError: [Errno 28] No
+    /// space left on device`). The bytes live in host memory, outside
+    /// `max_memory_bytes`. At most 1 GiB; 0 makes both directories read-only in effect.
+    pub max_fs_bytes: u64,
+    /// Cap on the files and directories a run creates; the next one fails with ENOSPC.
+    pub max_fs_files: u64,
 }
 
 impl Default for Limits {
@@ -118,6 +133,8 @@ impl Default for Limits {
             tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
             max_concurrent_tool_calls: DEFAULT_MAX_CONCURRENT_TOOL_CALLS,
             max_nesting_depth: DEFAULT_MAX_NESTING_DEPTH,
+            max_fs_bytes: DEFAULT_MAX_FS_BYTES,
+            max_fs_files: DEFAULT_MAX_FS_FILES,
         }
     }
 }
@@ -169,6 +186,9 @@ impl Limits {
                 reason: format!("must be between {MIN_MEMORY_BYTES} and {MAX_MEMORY_BYTES}"),
             });
         }
+        if self.max_fs_bytes > MAX_FS_BYTES {
+            return Err(LimitsError { field: "max_fs_bytes", reason: format!("must be at most {MAX_FS_BYTES}") });
+        }
         if self.max_json_depth > MAX_JSON_DEPTH {
             return Err(LimitsError { field: "max_json_depth", reason: format!("must be at most {MAX_JSON_DEPTH}") });
         }
@@ -219,6 +239,14 @@ mod tests {
         assert_eq!(zero.validate().unwrap_err().field, "max_tree_tool_calls");
         let parsed: Limits = serde_json::from_str(r#"{"max_tree_tool_calls": 300}"#).unwrap();
         assert_eq!(parsed.max_tree_tool_calls, Some(300));
+    }
+
+    #[test]
+    fn the_file_quota_is_bounded_and_may_be_zero() {
+        let zero = Limits { max_fs_bytes: 0, max_fs_files: 0, ..Limits::default() };
+        zero.validate().unwrap();
+        let huge = Limits { max_fs_bytes: (1 << 30) + 1, ..Limits::default() };
+        assert_eq!(huge.validate().unwrap_err().field, "max_fs_bytes");
     }
 
     #[test]

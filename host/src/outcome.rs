@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::audit::CallRef;
+use crate::vfs::OutputFile;
 
 /// How a run ended. Exactly one status per run; limit statuses are *latched* on the host,
 /// so a guest that catches its own `MemoryError` still ends `memory_exhausted`.
@@ -249,6 +250,10 @@ pub struct Outcome {
     pub stderr: CapturedOutput,
     /// Every tool call the guest attempted, in order.
     pub tool_calls: Vec<ToolCallRecord>,
+    /// The files the guest left under `/output`, in name order, whatever the status
+    /// (empty for a run stopped before it started).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<OutputFile>,
     /// Costs of the run.
     pub stats: Stats,
 }
@@ -264,6 +269,7 @@ impl Outcome {
             stdout: CapturedOutput::default(),
             stderr: CapturedOutput::default(),
             tool_calls: Vec::new(),
+            files: Vec::new(),
             stats: Stats::default(),
         }
     }

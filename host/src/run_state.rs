@@ -1,4 +1,5 @@
-//! What one run's Store holds: WASI, the broker, the memory guard and the run clock.
+//! What one run's Store holds: WASI, the in-memory filesystem, the broker, the memory
+//! guard and the run clock.
 
 use std::time::Instant;
 
@@ -7,6 +8,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::broker::link::{BrokerCtxView, BrokerView, GuestBroker};
 use crate::cancel::CancelToken;
+use crate::vfs::{Vfs, VfsCtxView, VfsView};
 
 /// Table growth beyond this many elements is refused; CPython needs a few thousand.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -73,6 +75,7 @@ impl wasmtime::ResourceLimiter for MemoryGuard {
 pub(crate) struct RunState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
+    pub(crate) vfs: Vfs,
     pub(crate) broker: GuestBroker,
     pub(crate) memory: MemoryGuard,
     pub(crate) deadline: Instant,
@@ -82,6 +85,12 @@ pub(crate) struct RunState {
 impl WasiView for RunState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl VfsView for RunState {
+    fn vfs(&mut self) -> VfsCtxView<'_> {
+        VfsCtxView { vfs: &mut self.vfs, table: &mut self.table }
     }
 }
 

@@ -12,6 +12,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::import_check::{self, ImportPolicy};
 use crate::run_state::RunState;
+use crate::vfs;
 
 /// The file a runtime was loaded from and its import policy: what a worker process
 /// loads to run the same guest. Runtimes built from bytes have none.
@@ -121,6 +122,9 @@ impl Runtime {
         let mut linker = Linker::<RunState>::new(engine.wasmtime());
         let invalid = |e: wasmtime::Error| Error::InvalidComponent(format!("{e:#}"));
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(invalid)?;
+        // Replaces wasmtime-wasi's filesystem (host directories only) with the run's
+        // in-memory one.
+        vfs::add_to_linker(&mut linker).map_err(invalid)?;
         broker_link::add_to_linker(&mut linker).map_err(invalid)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(invalid)?;
         let pre = CodeRunnerPre::new(instance_pre).map_err(invalid)?;

@@ -12,6 +12,7 @@ use crate::execution;
 use crate::limits::Limits;
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::Runtime;
+use crate::vfs::InputFiles;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -51,13 +52,14 @@ pub struct Sandbox {
 /// processes serve a sandbox's runs (see `worker/`). The broker stays here: the executor
 /// gets the run's [`BrokerCtx`] and answers the guest's tool calls through it.
 pub(crate) trait Executor: Send + Sync + std::fmt::Debug {
-    /// Runs `code` under `limits`; every ending is an [`Outcome`] whose trail is the
-    /// broker's.
+    /// Runs `code` under `limits` with `files` under `/input`; every ending is an
+    /// [`Outcome`] whose trail is the broker's.
     fn execute<'a>(
         &'a self,
         limits: &'a Limits,
         code: &'a str,
         input_json: &'a str,
+        files: &'a InputFiles,
         broker: BrokerCtx,
         cancel: &'a CancelToken,
     ) -> BoxFuture<'a, Outcome>;
@@ -154,7 +156,27 @@ impl Sandbox {
     /// Like [`Sandbox::run_with_input`], stopped with status `cancelled` when `cancel`
     /// is cancelled.
     pub async fn run_cancellable(&self, code: &str, input: &Value, cancel: &CancelToken) -> Outcome {
-        self.start(Origin::TopLevel, code, input, cancel).await
+        self.run_with_files(code, input, &InputFiles::new(), cancel).await
+    }
+
+    /// Like [`Sandbox::run_cancellable`], with `files` readable under the guest's
+    /// `/input`. Whatever the guest leaves under `/output` comes back in
+    /// [`Outcome::files`] (every run has `/output` and `/tmp`, within
+    /// [`Limits::max_fs_bytes`] and [`Limits::max_fs_files`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(sandbox: wasmbox::Sandbox) {
+    /// use wasmbox::{CancelToken, InputFiles};
+    /// let mut files = InputFiles::new();
+    /// files.insert("names.txt", b"ada\ngrace\n".to_vec()).unwrap();
+    /// let code = "names = open('/input/names.txt').read().split()\n\
+    ///             open('/output/count.txt', 'w').write(str(len(names)))";
+    /// let outcome = sandbox.run_with_files(code, &serde_json::Value::Null, &files, &CancelToken::new()).await;
+    /// assert_eq!(outcome.files[0].text(), Some("2"));
+    /// # }
+    /// ```
+    pub async fn run_with_files(&self, code: &str, input: &Value, files: &InputFiles, cancel: &CancelToken) -> Outcome {
+        self.start(Origin::TopLevel, code, input, files, cancel).await
     }
 
     /// Starts a run from inside a tool handler (a "sub-agent" tool), as a child of the
@@ -168,10 +190,17 @@ impl Sandbox {
     /// engine's instance pool, and a nested run past it ends `rejected` with kind
     /// `instance_pool`. Its audit events carry the parent's run and call ids.
     pub async fn run_nested(&self, parent: &CallContext, code: &str, input: &Value, inherit: &Inherit) -> Outcome {
-        self.start(Origin::Nested(parent, inherit), code, input, &CancelToken::new()).await
+        self.start(Origin::Nested(parent, inherit), code, input, &InputFiles::new(), &CancelToken::new()).await
     }
 
-    async fn start(&self, origin: Origin<'_>, code: &str, input: &Value, cancel: &CancelToken) -> Outcome {
+    async fn start(
+        &self,
+        origin: Origin<'_>,
+        code: &str,
+        input: &Value,
+        files: &InputFiles,
+        cancel: &CancelToken,
+    ) -> Outcome {
         let started = Instant::now();
         let engine = self.runtime.engine();
         let observers = &self.observers;
@@ -225,12 +254,15 @@ impl Sandbox {
                                     &self.limits,
                                     code,
                                     &input_json,
+                                    files,
                                     broker,
                                     cancel.clone(),
                                 )
                                 .await
                             }
-                            Some(executor) => executor.execute(&self.limits, code, &input_json, broker, cancel).await,
+                            Some(executor) => {
+                                executor.execute(&self.limits, code, &input_json, files, broker, cancel).await
+                            }
                         }
                     }
                 }

@@ -14,6 +14,7 @@ use crate::broker::{self, JsonError};
 use crate::limits::Limits;
 use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputLimitExceeded;
+use crate::vfs::OutputFile;
 
 /// What stopped the guest, before latched breaches are considered.
 #[derive(Debug)]
@@ -155,6 +156,7 @@ pub(crate) fn vouch_for(reported: Outcome, limits: &Limits, tool_breach: Option<
 pub(crate) fn settle(mut outcome: Outcome, limits: &Limits, tool_breach: Option<ErrorDetail>) -> Outcome {
     cap_output(&mut outcome.stdout, limits.max_stdout_bytes);
     cap_output(&mut outcome.stderr, limits.max_stderr_bytes);
+    cap_files(&mut outcome.files, limits);
     if let Some(value) = &outcome.value {
         if let Err(err) =
             broker::serialize_capped(value, limits.max_result_bytes, limits.max_json_depth, "the run's value")
@@ -185,6 +187,19 @@ pub(crate) fn settle(mut outcome: Outcome, limits: &Limits, tool_breach: Option<
     outcome
 }
 
+/// Output files within the run's file quota and cap, as an in-process run's always are
+/// (a worker's list is not taken on trust): the first that would go past either, and all
+/// after it, are dropped.
+fn cap_files(files: &mut Vec<OutputFile>, limits: &Limits) {
+    let mut bytes = 0u64;
+    let fits = files.iter().position(|file| {
+        bytes = bytes.saturating_add(file.bytes.len() as u64);
+        bytes > limits.max_fs_bytes
+    });
+    let keep = fits.unwrap_or(files.len()).min(usize::try_from(limits.max_fs_files).unwrap_or(usize::MAX));
+    files.truncate(keep);
+}
+
 fn cap_output(output: &mut CapturedOutput, cap: u64) {
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
     if output.text.len() > cap {
@@ -206,6 +221,7 @@ fn ok(value: Option<serde_json::Value>) -> Outcome {
         stdout: CapturedOutput::default(),
         stderr: CapturedOutput::default(),
         tool_calls: Vec::new(),
+        files: Vec::new(),
         stats: Stats::default(),
     }
 }

@@ -6,6 +6,7 @@
 mod broker_boundary;
 mod conformance;
 mod custom_guests;
+mod files;
 mod guest_faults;
 mod instance_pool;
 mod python_batteries;

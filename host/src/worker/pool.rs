@@ -24,6 +24,7 @@ use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::GuestSource;
 use crate::sandbox::{Executor, Sandbox};
 use crate::termination::vouch_for;
+use crate::vfs::InputFiles;
 
 /// What a worker process may use beyond the guest's own memory cap: its code, the
 /// mapped precompiled guest, the runtime's stacks and buffers.
@@ -209,6 +210,7 @@ impl WorkerPool {
         limits: &Limits,
         code: &str,
         input_json: &str,
+        files: &InputFiles,
         mut broker: BrokerCtx,
         cancel: &CancelToken,
     ) -> Outcome {
@@ -219,6 +221,7 @@ impl WorkerPool {
             input_json: input_json.to_owned(),
             limits: limits.clone(),
             tools: broker.list(),
+            files: files.clone(),
         };
         let deadline = Instant::now() + execution::time_bound(limits, self.epoch_tick()) + DEADLINE_GRACE;
         let shape = RunShape { limits: limits.clone(), tools: request.tools.clone() };
@@ -283,10 +286,11 @@ impl Executor for WorkerPool {
         limits: &'a Limits,
         code: &'a str,
         input_json: &'a str,
+        files: &'a InputFiles,
         broker: BrokerCtx,
         cancel: &'a CancelToken,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.run(limits, code, input_json, broker, cancel))
+        Box::pin(self.run(limits, code, input_json, files, broker, cancel))
     }
 }
 

@@ -23,6 +23,7 @@ use crate::broker::{CallError, ToolSummary};
 use crate::import_check::ImportPolicy;
 use crate::limits::Limits;
 use crate::outcome::{Outcome, MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES};
+use crate::vfs::InputFiles;
 
 /// The protocol version both sides must speak. Bump it on any incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -37,6 +38,8 @@ const PREFIX_BYTES: usize = 4;
 /// What the parent sends to a worker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+// One message per run or call: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ToWorker {
     /// Opens the session.
     Hello {
@@ -106,11 +109,14 @@ pub struct RunRequest {
     pub limits: Limits,
     /// What `list-tools` shows the guest: the tools in the run's scope.
     pub tools: Vec<ToolSummary>,
+    /// The files under the guest's `/input`.
+    #[serde(default)]
+    pub files: InputFiles,
 }
 
 /// The largest frame the parent accepts from a worker running under `limits`: an
 /// outcome holds at most the value, stdout, stderr and the capped error text (JSON
-/// escaping can grow text up to six-fold), and a tool call at most the argument cap;
+/// escaping can grow text up to six-fold), the output files (up to the file quota), and a tool call at most the argument cap;
 /// plus room for the rest.
 pub fn max_reply_frame_bytes(limits: &Limits) -> u32 {
     let error_text = (MAX_ERROR_KIND_BYTES + MAX_ERROR_MESSAGE_BYTES + MAX_ERROR_TRACEBACK_BYTES) as u64;
@@ -119,6 +125,7 @@ pub fn max_reply_frame_bytes(limits: &Limits) -> u32 {
         .saturating_add(limits.max_stdout_bytes)
         .saturating_add(limits.max_stderr_bytes)
         .saturating_add(error_text)
+        .saturating_add(limits.max_fs_bytes)
         .max(limits.max_tool_args_bytes);
     let bound = payload.saturating_mul(6).saturating_add(1 << 20);
     u32::try_from(bound).unwrap_or(u32::MAX)
@@ -253,6 +260,12 @@ mod tests {
                     input_json: "null".into(),
                     limits: Limits::default(),
                     tools: vec![ToolSummary { name, description: String::new(), args_schema: schema }],
+                    files: {
+                        let mut files = InputFiles::new();
+                        files.insert("a.txt", b"text".to_vec()).unwrap();
+                        files.insert("dir/b.bin", vec![0xff, 0, 0xfe]).unwrap();
+                        files
+                    },
                 })
             }),
             (any::<u32>(), prop_oneof![any::<String>().prop_map(Ok), call_error().prop_map(Err)])

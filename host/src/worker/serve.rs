@@ -266,6 +266,7 @@ where
         &request.limits,
         &request.code,
         &request.input_json,
+        &request.files,
         GuestBroker::Remote(Box::new(parent)),
         cancel,
     )

@@ -49,6 +49,7 @@ fn request(limits: &Limits) -> RunRequest {
         input_json: "null".into(),
         limits: limits.clone(),
         tools: Vec::new(),
+        files: Default::default(),
     }
 }
 
@@ -276,7 +277,13 @@ async fn every_run_reads_its_frames_under_its_own_cap() {
     let (mut to_worker, mut worker_in) = tokio::io::duplex(1 << 16);
     let (mut worker_out, from_worker) = tokio::io::duplex(1 << 20);
     let mut frames = WorkerFrames::spawn(from_worker);
-    let small = Limits { max_stdout_bytes: 16, max_stderr_bytes: 16, max_result_bytes: 16, ..Limits::default() };
+    let small = Limits {
+        max_stdout_bytes: 16,
+        max_stderr_bytes: 16,
+        max_result_bytes: 16,
+        max_fs_bytes: 16,
+        ..Limits::default()
+    };
     let large = Limits::default();
     let outcome_printing = |bytes: usize| {
         let mut outcome = Outcome::early(Status::Ok, ErrorDetail::new("", ""));
