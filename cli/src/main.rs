@@ -117,8 +117,9 @@ struct RunArgs {
     /// its `code`. It may import only what guests get (see docs/guests.md).
     #[arg(long)]
     guest: Option<PathBuf>,
-    /// Accept a custom guest that imports the WASI filesystem or sockets: it gets neither
-    /// (no preopened directories, no network), but a language runtime may link them anyway.
+    /// Accept a custom guest that imports the WASI filesystem or sockets: it gets the run's
+    /// in-memory files (/input, /output, /tmp; no host directory) and no network, for a
+    /// language runtime that links them anyway.
     #[arg(long, requires = "guest")]
     allow_inert_wasi: bool,
     /// JSON input, visible to the script as INPUT.

@@ -16,10 +16,11 @@
 //!   arguments, exit), `clocks`, `io` and `random`: language runtimes need them and
 //!   they grant nothing beyond the wall clock and random numbers.
 //!
-//! Inert: WASI 0.2 `filesystem` and `sockets` are linked but every call fails. Language
-//! runtimes import them through their libc whether or not a script uses them (CPython
-//! both, StarlingMonkey the filesystem), so [`ImportPolicy::AllowInertWasi`] accepts
-//! them (the built-in guests load with it); the default, [`ImportPolicy::Strict`],
+//! Opt-in: WASI 0.2 `filesystem` is the run's private in-memory tree (`vfs/`: `/input`,
+//! `/output`, `/tmp`, never a host directory) and `sockets` is linked but every call
+//! fails. Language runtimes import both through their libc whether or not a script uses
+//! them (CPython both, StarlingMonkey the filesystem), so [`ImportPolicy::AllowInertWasi`]
+//! accepts them (the built-in guests load with it); the default, [`ImportPolicy::Strict`],
 //! refuses them — a Rust guest imports them only if it uses `std::fs` or `std::net`.
 //!
 //! The check looks at names only; wasmtime's linker then checks the types (a function
@@ -41,12 +42,12 @@ pub const SERVED_SANDBOX_VERSIONS: &[&str] = &["0.1.0"];
 pub enum ImportPolicy {
     /// The default for components you load: `wasmbox:sandbox/tools` and WASI `cli`,
     /// `clocks`, `io` and `random`, nothing else. A component that imports the WASI
-    /// filesystem or sockets is refused, since it would get neither.
+    /// filesystem or sockets is refused.
     #[default]
     Strict,
-    /// Also accepts the WASI `filesystem` and `sockets` interfaces, which are linked
-    /// but inert (no preopened directories, no network): for language runtimes whose
-    /// libc imports them regardless, like the built-in Python and JavaScript guests.
+    /// Also accepts the WASI `filesystem` interfaces (the run's in-memory files, no host
+    /// directory) and `sockets` (linked but inert: no network): for language runtimes
+    /// whose libc imports them regardless, like the built-in Python and JavaScript guests.
     AllowInertWasi,
 }
 

@@ -1,6 +1,7 @@
 //! The one place that builds a guest's WASI context.
 //!
-//! Everything is denied: no preopened directories (so no filesystem), no environment
+//! Everything is denied: no preopened host directories (the guest's files are the
+//! in-memory tree of `vfs/`, which replaces this context's filesystem), no environment
 //! variables, no arguments, closed stdin, no TCP/UDP and no name lookup, and stdout /
 //! stderr go to capped in-memory captures. The `inherit_*` builder methods and
 //! `cap_std::ambient_authority` are banned everywhere else by clippy's
