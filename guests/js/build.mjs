@@ -4,7 +4,8 @@
 //   npm ci --prefix guests/js && node guests/js/build.mjs target/guests/js.wasm
 //
 // The source is runner.js (+ core.js); the world is `code-runner` from ../../wit. The
-// generated bindings get wasmbox's binding of `tools.call` (bindings/patch.mjs).
+// generated bindings get wasmbox's binding of `tools.call` (bindings/patch.mjs). `Intl`
+// comes from FormatJS's polyfills and the locale data that intl/bundle.mjs gathers first.
 //
 // package.json pins @bytecodealliance/preview2-shim 0.17.9 next to componentize-js
 // 0.23.0: componentize-js runs its WIT splicer on that shim without declaring it, and
@@ -15,6 +16,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GENERATED, patchBindings } from './bindings/patch.mjs';
+import { bundleIntl, OUTPUT as INTL_OUTPUT } from './intl/bundle.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const outArg = process.argv[2];
@@ -49,6 +51,8 @@ splicer.spliceBindings = (...args) => {
 process.chdir(here);
 
 const started = Date.now();
+const intlBytes = await bundleIntl(here);
+console.log(`intl/bundle.mjs: wrote ${INTL_OUTPUT} (${intlBytes} bytes)`);
 const { component } = await componentize({
   sourcePath: resolve(here, 'runner.js'),
   witPath: resolve(here, '../../wit'),

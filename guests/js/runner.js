@@ -6,6 +6,7 @@
 
 import { call, listTools } from 'wasmbox:sandbox/tools@0.1.0';
 import { createRunner, makeConsole } from './core.js';
+import { installIntlOnFirstUse } from './intl/lazy.js';
 
 // The engine's timers, kept before the run replaces the globals with counting wrappers.
 const timers = {
@@ -41,6 +42,10 @@ for (const name of Object.getOwnPropertyNames(globalThis)) {
 }
 // SavedFrame is not a global; the first captured stack makes it.
 void (function captureStack() { return new Error(); })();
+
+// After the loop above, which would have installed it: `Intl` and the toLocale*String
+// methods install FormatJS's polyfills on their first use in a run (intl/lazy.js).
+installIntlOnFirstUse(globalThis);
 
 // Run code twice now, against a stand-in host, so that the snapshot holds the compiled
 // code of a run's path. SpiderMonkey compiles a function the first time it is called,

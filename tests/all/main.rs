@@ -9,6 +9,7 @@ mod custom_guests;
 mod files;
 mod guest_faults;
 mod instance_pool;
+mod js_batteries;
 mod python_batteries;
 mod python_broker;
 mod python_guest;

@@ -290,9 +290,15 @@ fn build_guests(root: &Path) -> Result<()> {
     })?;
     let lock = std::fs::read_to_string(root.join("guests/js/package-lock.json"))?;
     let install_componentize_js = || {
-        // The lock file pins componentize-js; `npm ci` installs exactly it.
-        if !root.join(COMPONENTIZE_JS_CLI).is_file() {
+        // The lock file pins componentize-js and the FormatJS packages; `npm ci` installs
+        // exactly them, again whenever the lock file changes (a copy of it marks the
+        // installed tree).
+        let installed = root.join("guests/js/node_modules/.wasmbox-installed-lock.json");
+        if !root.join(COMPONENTIZE_JS_CLI).is_file()
+            || std::fs::read_to_string(&installed).ok().as_deref() != Some(&lock)
+        {
             run(Command::new("npm").args(["ci", "--silent", "--no-audit", "--no-fund", "--prefix", "guests/js"]))?;
+            std::fs::write(&installed, &lock)?;
         }
         Ok(())
     };
