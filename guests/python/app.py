@@ -81,6 +81,9 @@ _CURATED = (
     "zipfile", "email", "email.parser", "email.policy", "email.utils", "colorsys",
     # SQLite is linked into componentize-py's CPython; only its Python package was missing
     "sqlite3",
+    # files: the run's in-memory /input, /output and /tmp (host/src/vfs). tempfile's
+    # gettempdir() caches its answer, so it must not run here, at build time.
+    "os", "pathlib", "tempfile", "shutil", "glob",
 )
 
 
