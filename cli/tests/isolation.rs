@@ -669,3 +669,22 @@ async fn a_worker_is_retired_after_its_last_allowed_run() {
     let err = Sandbox::new(runtime("js"), Tools::new()).isolation_with(Isolation::Worker, options).unwrap_err();
     assert!(err.to_string().contains("max_runs_per_worker"), "{err}");
 }
+
+/// Input files travel to the worker in the run request and output files come back in the
+/// outcome; the parent keeps only what fits the run's file quota.
+#[tokio::test]
+async fn files_reach_a_worker_and_its_output_files_come_back() {
+    let _serial = SERIAL.lock().await;
+    let sandbox = sandbox("python", Isolation::Worker, 1).unwrap();
+    let mut files = wasmbox::InputFiles::new();
+    files.insert("in.bin", vec![0u8, 159, 146, 150]).unwrap();
+    let code = "data = open('/input/in.bin', 'rb').read()\n\
+                open('/output/out.bin', 'wb').write(data[::-1])\n\
+                open('/output/note.txt', 'w').write('hé')\n\
+                len(data)";
+    let outcome = sandbox.run_with_files(code, &Value::Null, &files, &CancelToken::new()).await;
+    assert_status(&outcome, Status::Ok);
+    assert_eq!(outcome.value, Some(json!(4)));
+    let names: Vec<(&str, &[u8])> = outcome.files.iter().map(|f| (f.name.as_str(), f.bytes.as_slice())).collect();
+    assert_eq!(names, [("note.txt", "hé".as_bytes()), ("out.bin", &[150u8, 146, 159, 0][..])]);
+}
