@@ -14,7 +14,7 @@ use crate::broker::{self, JsonError};
 use crate::limits::Limits;
 use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputLimitExceeded;
-use crate::vfs::OutputFile;
+use crate::vfs::{is_output_name, OutputFile};
 
 /// What stopped the guest, before latched breaches are considered.
 #[derive(Debug)]
@@ -187,10 +187,12 @@ pub(crate) fn settle(mut outcome: Outcome, limits: &Limits, tool_breach: Option<
     outcome
 }
 
-/// Output files within the run's file quota and cap, as an in-process run's always are
-/// (a worker's list is not taken on trust): the first that would go past either, and all
-/// after it, are dropped.
+/// Output files within the run's file quota and cap and named as the in-memory tree
+/// names them, as an in-process run's always are (a worker's list is not taken on
+/// trust): a file the tree could not have named is dropped, then the first that would
+/// go past the quota or the cap, and all after it.
 fn cap_files(files: &mut Vec<OutputFile>, limits: &Limits) {
+    files.retain(|file| is_output_name(&file.name));
     let mut bytes = 0u64;
     let fits = files.iter().position(|file| {
         bytes = bytes.saturating_add(file.bytes.len() as u64);
@@ -325,6 +327,26 @@ mod tests {
         let o = vouch_for(reported, &Limits::default(), None);
         assert_eq!(o.status, Status::Error);
         assert!(small(o.error.as_ref().unwrap()));
+    }
+
+    /// A worker's output files are not taken on trust: past the quota or the file cap, or
+    /// named what the in-memory tree cannot name (`..`, an absolute path, NUL), they are
+    /// dropped, so an embedder can rely on `OutputFile::name` being a relative path.
+    #[test]
+    fn a_workers_output_files_are_held_to_the_quota_and_the_tree_s_names() {
+        let file = |name: &str, len: usize| {
+            serde_json::from_value::<OutputFile>(json!({"name": name, "text": "x".repeat(len)})).unwrap()
+        };
+        let limits = Limits { max_fs_bytes: 100, max_fs_files: 3, ..Limits::default() };
+        let lying = |files| Outcome { files, ..ok(None) };
+        let names = |o: Outcome| o.files.into_iter().map(|f| f.name).collect::<Vec<_>>();
+        let over = lying(vec![file("a", 60), file("b", 40), file("c", 1)]);
+        assert_eq!(names(vouch_for(over, &limits, None)), ["a", "b"], "60 + 40 fits, one more byte does not");
+        let many = lying(vec![file("a", 1), file("b", 1), file("c", 1), file("d", 1)]);
+        assert_eq!(names(vouch_for(many, &limits, None)), ["a", "b", "c"]);
+        let bad = ["../x", "/etc/x", "a/../b", "", "a//b", "a\0b", ".", "ok/./x"];
+        let named = lying(bad.iter().map(|n| file(n, 1)).chain([file("fine/x", 1)]).collect());
+        assert_eq!(names(vouch_for(named, &Limits::default(), None)), ["fine/x"]);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
 pub use files::{InputFileError, InputFiles, OutputFile};
+pub(crate) use tree::is_output_name;
 use tree::Tree;
 
 /// The tree, shared by the run's descriptors and by its file streams (which the WASI

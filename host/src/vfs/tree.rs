@@ -649,6 +649,17 @@ fn check_name(name: &str) -> Result<(), FsFault> {
     Ok(())
 }
 
+/// Whether `name` is a path the tree can give an output file: components within
+/// [`MAX_NAME_BYTES`], none empty, `.` or `..` or holding NUL, at most [`MAX_DEPTH`] of
+/// them. (Unlike input names, a guest's may hold a backslash.)
+pub(crate) fn is_output_name(name: &str) -> bool {
+    let mut depth = 0;
+    name.split('/').all(|part| {
+        depth += 1;
+        !part.is_empty() && part != "." && part != ".." && !part.contains('\0') && part.len() <= MAX_NAME_BYTES
+    }) && depth <= MAX_DEPTH
+}
+
 /// Checks a relative path as the host names an input file or as an output file is
 /// named: components of at most [`MAX_NAME_BYTES`], none empty, `.` or `..`, no NUL or
 /// backslash, at most [`MAX_DEPTH`] of them below the mount.
