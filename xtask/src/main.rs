@@ -302,13 +302,17 @@ fn build_guests(root: &Path) -> Result<()> {
         }
         Ok(())
     };
-    build_guest(root, "js", &lock, || {
-        install_componentize_js()?;
-        run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
+    // The Python guest with a package from PyPI added, as users build theirs, is built
+    // beside the JS guest: each build keeps one core busy.
+    std::thread::scope(|scope| {
+        let example = scope.spawn(|| python_guest::build_example(root));
+        let js = build_guest(root, "js", &lock, || {
+            install_componentize_js()?;
+            run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
+        });
+        example.join().map_err(|_| anyhow::anyhow!("building python_tabulate panicked"))?.and(js)
     })?;
     bundle_builtin_guests(root, &lock)?;
-    // The Python guest with a package from PyPI added, as users build theirs.
-    python_guest::build_example(root)?;
     build_examples(root, &out_dir, &lock, install_componentize_js)?;
     build_rust_guests(root, &out_dir)
 }
