@@ -46,7 +46,8 @@ for name in INPUT:
 
 /// `sqlite3` on `:memory:` databases, including what spills to SQLite's temporary
 /// storage (a sort larger than its page cache, a temporary table), which by default
-/// wants a file in a writable directory: app.py's `connect` keeps it in memory.
+/// wants a file in a writable directory: app.py's `connect` keeps it in memory. A
+/// database file in the run's in-memory `/tmp` works too.
 #[tokio::test]
 async fn sqlite3_works_in_memory_with_its_temporary_storage() {
     let code = r#"
@@ -62,9 +63,15 @@ with sqlite3.connect(":memory:", autocommit=False) as other:
     other.execute("create table u(v)")
     other.execute("insert into u values (json_array(1, 2))")
     rows = other.execute("select v, sqlite_version() from u").fetchall()
-[top, list(count), rows[0][0], rows[0][1].split(".")[0], db.execute("pragma temp_store").fetchone()[0]]
+on_file = sqlite3.connect("/tmp/scratch.db")
+on_file.execute("create table f(x)")
+on_file.execute("insert into f values (42)")
+on_file.commit()
+on_file.close()
+reopened = sqlite3.connect("/tmp/scratch.db").execute("select x from f").fetchone()[0]
+[top, list(count), rows[0][0], rows[0][1].split(".")[0], db.execute("pragma temp_store").fetchone()[0], reopened]
 "#;
-    assert_eq!(value(&run(code).await), json!([99999, [20_000, 0], "[1,2]", "3", 2]));
+    assert_eq!(value(&run(code).await), json!([99999, [20_000, 0], "[1,2]", "3", 2, 42]));
 }
 
 /// `zoneinfo` finds IANA's zones inside the guest (both sides of a DST change, a
