@@ -76,6 +76,10 @@ class Limits:
     tool_timeout_ms: int = _DEFAULTS["tool_timeout_ms"]
     max_concurrent_tool_calls: int = _DEFAULTS["max_concurrent_tool_calls"]
     max_nesting_depth: int = _DEFAULTS["max_nesting_depth"]
+    max_fs_bytes: int = _DEFAULTS["max_fs_bytes"]
+    """Quota on the file bytes a run writes to its in-memory /output and /tmp."""
+    max_fs_files: int = _DEFAULTS["max_fs_files"]
+    """Cap on the files and directories a run creates there."""
 
     def __post_init__(self) -> None:
         _native.validate_limits(self.to_dict())
