@@ -101,11 +101,12 @@ impl HasData for VfsFs {
 }
 
 /// Adds the in-memory `wasi:filesystem` to a linker that already holds wasmtime-wasi's,
-/// replacing its `types` and `preopens`.
+/// replacing its `types` and `preopens`. The replacement relies on the two being the
+/// same WIT version; `tests.rs` (`the_filesystem_shadows_wasmtime_wasis_at_the_same_version`)
+/// fails when they drift apart.
 ///
 /// # Errors
-/// When the linker has no wasmtime-wasi filesystem to replace, or the versions differ
-/// (then both would be defined and a guest could get the host's).
+/// When the bindings' functions cannot be defined (a host bug).
 pub(crate) fn add_to_linker<T: VfsView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let added = host::add_to_linker(linker);
