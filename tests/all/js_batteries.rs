@@ -274,3 +274,39 @@ async fn intl_is_installed_in_each_run_on_first_use() {
     let assigned = run_js("globalThis.Intl = 7; return Intl").await;
     assert_eq!(assigned, json!(7));
 }
+
+/// Date, Number and BigInt's toLocale*String, called again and again (their formatters
+/// are kept for the run): each call formats its own value with its own arguments, an
+/// invalid date is "Invalid Date", a receiver that is not a Date and a timeStyle given to
+/// toLocaleDateString are TypeErrors.
+#[tokio::test]
+async fn to_locale_string_calls_repeated_with_other_arguments() {
+    let got = run_js(
+        r#"
+const d = new Date(Date.UTC(2024, 0, 15, 13, 5));
+const a = [d.toLocaleString(), (5).toLocaleString(), d.toLocaleDateString(), d.toLocaleTimeString(), d.toLocaleString('de', {timeZone: 'Asia/Tokyo'}), d.toLocaleString('de'), (5n).toLocaleString('de'), (1234.5).toLocaleString('de')];
+let err; try { Date.prototype.toLocaleString.call({}) } catch (e) { err = e.name }
+let err2; try { d.toLocaleDateString('en', {timeStyle: 'short'}) } catch (e) { err2 = e.name }
+return [...a, new Date(NaN).toLocaleString(), err, err2, d.toLocaleString('en', {timeZone: 'Asia/Tokyo', timeZoneName: 'short'})];
+"#,
+    )
+    .await;
+    let expected: Value = serde_json::from_str(
+        r#"[
+        "1/15/2024, 1:05:00\u202fPM",
+        "5",
+        "1/15/2024",
+        "1:05:00\u202fPM",
+        "15.1.2024, 22:05:00",
+        "15.1.2024, 13:05:00",
+        "5",
+        "1.234,5",
+        "Invalid Date",
+        "TypeError",
+        "TypeError",
+        "1/15/2024, 10:05:00\u202fPM GMT+9"
+    ]"#,
+    )
+    .expect("JSON");
+    assert_eq!(got, expected);
+}

@@ -15,6 +15,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
+import { parseAst } from 'rolldown/parseAst';
 import { collationTables } from './collation_tables.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -98,14 +99,85 @@ const patching = {
   name: 'wasmbox-intl-patches',
   transform(code, id) {
     const key = Object.keys(PATCHES).find((k) => id.replaceAll('\\', '/').endsWith(`node_modules/${k}`));
-    if (!key) return null;
-    for (const [from, to] of PATCHES[key]) {
+    for (const [from, to] of key ? PATCHES[key] : []) {
       if (code.split(from).length !== 2) throw new Error(`intl/bundle.mjs: ${key} no longer holds, once, the text patched: ${from}`);
       code = code.replace(from, () => to);
     }
-    return code;
+    return jsonLiterals(code);
   },
 };
+
+// The polyfills' CLDR tables (likely subtags, aliases, ...) are object and array
+// literals of thousands of entries, which the guest's interpreter builds slowly, property
+// by property, on first use; JSON.parse of the same text is much faster (as in V8's
+// advice on large literals). Each literal of JSON values alone, of LARGE characters or
+// more, becomes JSON.parse('...'): a new object at each evaluation, as before.
+const LARGE = 1000;
+const NOT_JSON = Symbol('not JSON');
+
+function jsonValue(node) {
+  switch (node.type) {
+    case 'Literal':
+      if (node.regex || node.bigint !== undefined || typeof node.value === 'bigint') return NOT_JSON;
+      if (typeof node.value === 'number' && (!Number.isFinite(node.value) || Object.is(node.value, -0))) return NOT_JSON;
+      return node.value;
+    case 'UnaryExpression': {
+      const { argument } = node;
+      if (node.operator !== '-' || argument.type !== 'Literal' || typeof argument.value !== 'number') return NOT_JSON;
+      return argument.value === 0 || !Number.isFinite(argument.value) ? NOT_JSON : -argument.value;
+    }
+    case 'TemplateLiteral':
+      return node.expressions.length === 0 && typeof node.quasis[0].value.cooked === 'string' ? node.quasis[0].value.cooked : NOT_JSON;
+    case 'ArrayExpression': {
+      const out = [];
+      for (const element of node.elements) {
+        const value = element === null ? NOT_JSON : jsonValue(element);
+        if (value === NOT_JSON) return NOT_JSON;
+        out.push(value);
+      }
+      return out;
+    }
+    case 'ObjectExpression': {
+      const out = {};
+      for (const property of node.properties) {
+        if (property.type !== 'Property' || property.kind !== 'init' || property.method || property.computed || property.shorthand) return NOT_JSON;
+        const { key } = property;
+        const name = key.type === 'Identifier' ? key.name
+          : key.type === 'Literal' && (typeof key.value === 'string' || typeof key.value === 'number') ? String(key.value)
+            : undefined;
+        if (name === undefined || name === '__proto__') return NOT_JSON;
+        const value = jsonValue(property.value);
+        if (value === NOT_JSON) return NOT_JSON;
+        out[name] = value;
+      }
+      return out;
+    }
+    default:
+      return NOT_JSON;
+  }
+}
+
+function jsonLiterals(code) {
+  const replacements = [];
+  const visit = (node) => {
+    if (!node || typeof node.type !== 'string') return;
+    if ((node.type === 'ObjectExpression' || node.type === 'ArrayExpression') && node.end - node.start >= LARGE) {
+      const value = jsonValue(node);
+      if (value !== NOT_JSON) {
+        replacements.push([node.start, node.end, `JSON.parse(${JSON.stringify(JSON.stringify(value))})`]);
+        return;
+      }
+    }
+    for (const child of Object.values(node)) {
+      if (Array.isArray(child)) child.forEach(visit);
+      else if (child && typeof child === 'object') visit(child);
+    }
+  };
+  visit(parseAst(code));
+  replacements.sort((a, b) => b[0] - a[0]);
+  for (const [start, end, text] of replacements) code = code.slice(0, start) + text + code.slice(end);
+  return code;
+}
 
 async function polyfillCode() {
   const bundle = await rolldown({

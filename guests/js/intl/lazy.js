@@ -127,21 +127,45 @@ function installIntl(global, TypedArray) {
     Object.defineProperty(Intl, name, hidden(Formatter));
   }
 
-  // The polyfills' own toLocale*String construct their formatters directly.
-  const polyfilled = [
-    [global.Number.prototype, 'toLocaleString', false],
-    [global.BigInt.prototype, 'toLocaleString', false],
-    [global.Date.prototype, 'toLocaleString', true],
-    [global.Date.prototype, 'toLocaleDateString', true],
-    [global.Date.prototype, 'toLocaleTimeString', true],
+  // Number, BigInt and Date's toLocale*String make a formatter per call, as ECMA-402
+  // says, and making one is dear here (a DateTimeFormat matches the options against
+  // every pattern of its locale): formatters made for plain arguments are kept for the
+  // run, which a loop formatting many dates would otherwise pay on every call.
+  const formatters = new Map();
+  const formatter = (key, make) => {
+    let made = key === undefined ? undefined : formatters.get(key);
+    if (made === undefined) {
+      made = make();
+      if (key !== undefined) {
+        if (formatters.size >= 64) formatters.clear();
+        formatters.set(key, made);
+      }
+    }
+    return made;
+  };
+  const numberValue = (valueOf) => (value) => valueOf.call(value); // TypeError unless a number
+  const methods = [
+    [global.Number.prototype, 'toLocaleString', numberValue(global.Number.prototype.valueOf), Intl.NumberFormat],
+    [global.BigInt.prototype, 'toLocaleString', numberValue(global.BigInt.prototype.valueOf), Intl.NumberFormat],
   ];
-  for (const [object, name, isDate] of polyfilled) {
-    const polyfill = object[name];
+  const dateValue = numberValue(global.Date.prototype.getTime);
+  for (const [name, required, defaults] of [
+    ['toLocaleString', 'any', 'all'],
+    ['toLocaleDateString', 'date', 'date'],
+    ['toLocaleTimeString', 'time', 'time'],
+  ]) {
+    methods.push([global.Date.prototype, name, dateValue, Intl.DateTimeFormat, required, defaults]);
+  }
+  for (const [object, name, thisValue, Formatter, required, defaults] of methods) {
     const method = {
       [name](locales, options) {
-        loadFor(locales);
-        if (isDate) loadZonesFor(options);
-        return polyfill.call(this, locales, options);
+        const value = thisValue(this);
+        if (required === undefined) {
+          return formatter(cacheKey('NumberFormat', locales, options), () => new Formatter(locales, options)).format(value);
+        }
+        if (Number.isNaN(value)) return 'Invalid Date';
+        const key = cacheKey(`DateTimeFormat ${name}`, locales, options);
+        return formatter(key, () => new Formatter(locales, toDateTimeOptions(options, required, defaults))).format(value);
       },
     }[name];
     Object.defineProperty(method, 'length', { value: 0 });
@@ -189,6 +213,46 @@ function installIntl(global, TypedArray) {
   Object.defineProperty(localeCompare, 'length', { value: 1 });
   Object.defineProperty(global.String.prototype, 'localeCompare', hidden(localeCompare));
   return Intl;
+}
+
+// A key for a formatter made from `locales` and `options`, or undefined unless both are
+// plain: a tag or a list of tags, and an object of primitive data properties.
+function cacheKey(kind, locales, options) {
+  let tags;
+  if (locales === undefined) tags = null;
+  else if (typeof locales === 'string') tags = locales;
+  else if (Array.isArray(locales) && locales.every((tag) => typeof tag === 'string')) tags = locales;
+  else return undefined;
+  if (options === undefined) return JSON.stringify([kind, tags]);
+  if (options === null || typeof options !== 'object' || Object.getPrototypeOf(options) !== Object.prototype) return undefined;
+  const entries = [];
+  for (const key of Reflect.ownKeys(options)) {
+    const property = Object.getOwnPropertyDescriptor(options, key);
+    const value = property.value;
+    if (typeof key !== 'string' || !('value' in property)) return undefined;
+    if (!['string', 'number', 'boolean', 'undefined'].includes(typeof value) && value !== null) return undefined;
+    entries.push([key, typeof value, String(value)]);
+  }
+  return JSON.stringify([kind, tags, entries]);
+}
+
+// ECMA-402's ToDateTimeOptions (what Date's toLocale*String ask of a DateTimeFormat).
+function toDateTimeOptions(options, required, defaults) {
+  options = Object.create(options === undefined ? null : Object(options));
+  let needDefaults = true;
+  if (required === 'date' || required === 'any') {
+    for (const p of ['weekday', 'year', 'month', 'day']) if (options[p] !== undefined) needDefaults = false;
+  }
+  if (required === 'time' || required === 'any') {
+    for (const p of ['dayPeriod', 'hour', 'minute', 'second', 'fractionalSecondDigits']) if (options[p] !== undefined) needDefaults = false;
+  }
+  const { dateStyle, timeStyle } = options;
+  if (dateStyle !== undefined || timeStyle !== undefined) needDefaults = false;
+  if (required === 'date' && timeStyle !== undefined) throw new TypeError('toLocaleDateString does not take timeStyle');
+  if (required === 'time' && dateStyle !== undefined) throw new TypeError('toLocaleTimeString does not take dateStyle');
+  if (needDefaults && (defaults === 'date' || defaults === 'all')) for (const p of ['year', 'month', 'day']) options[p] = 'numeric';
+  if (needDefaults && (defaults === 'time' || defaults === 'all')) for (const p of ['hour', 'minute', 'second']) options[p] = 'numeric';
+  return options;
 }
 
 // FormatJS's time-zone table (DateTimeFormat.tzData) with each zone's transitions

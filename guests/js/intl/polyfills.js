@@ -2,7 +2,7 @@
 // other: each defines its constructor on the global `Intl` that intl/lazy.js made.
 // NumberFormat and DateTimeFormat also replace Number, BigInt and Date's
 // toLocale*String.
-import '@formatjs/intl-getcanonicallocales/polyfill-force.js';
+import './canonical_locales.js';
 import '@formatjs/intl-locale/polyfill-force.js';
 import '@formatjs/intl-pluralrules/polyfill-force.js';
 import '@formatjs/intl-numberformat/polyfill-force.js';
