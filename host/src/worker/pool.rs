@@ -29,6 +29,10 @@ use crate::vfs::InputFiles;
 /// What a worker process may use beyond the guest's own memory cap: its code, the
 /// mapped precompiled guest, the runtime's stacks and buffers.
 const WORKER_OVERHEAD_BYTES: u64 = 512 << 20;
+/// What the run's files may cost a worker, per byte of the file quota: the tree itself,
+/// the output files' copy in the outcome, and that outcome as a JSON frame (text escaping
+/// grows up to six-fold).
+const FS_BYTES_IN_WORKER: u64 = 8;
 /// How long past the run's deadline the parent waits for the worker's own timeout
 /// report before killing it: process scheduling, the frame round trip.
 const DEADLINE_GRACE: Duration = Duration::from_secs(1);
@@ -152,7 +156,10 @@ impl WorkerPool {
     }
 
     fn launch(&self, limits: &Limits) -> WorkerLaunch {
-        let memory_limit_bytes = limits.max_memory_bytes.saturating_add(WORKER_OVERHEAD_BYTES);
+        let memory_limit_bytes = limits
+            .max_memory_bytes
+            .saturating_add(WORKER_OVERHEAD_BYTES)
+            .saturating_add(limits.max_fs_bytes.saturating_mul(FS_BYTES_IN_WORKER));
         // The worker caps itself at the same figure (its RLIMIT_DATA) under every wrapper.
         let config = WorkerConfig { max_data_bytes: Some(memory_limit_bytes), ..self.config.clone() };
         let mut worker_args: Vec<OsString> = vec!["worker".into()];
@@ -361,7 +368,11 @@ mod tests {
             epoch_tick_ms: 7,
             fuel_metering: true,
             keep_resident_bytes: 12345,
-            max_data_bytes: Some(Limits::default().max_memory_bytes + WORKER_OVERHEAD_BYTES),
+            max_data_bytes: Some(
+                Limits::default().max_memory_bytes
+                    + WORKER_OVERHEAD_BYTES
+                    + Limits::default().max_fs_bytes * FS_BYTES_IN_WORKER,
+            ),
         };
         assert_eq!(config, expected);
     }
