@@ -584,6 +584,7 @@ fn test(root: &Path) -> Result<()> {
     run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
     run(Command::new("node").arg("guests/js/test_runner_native.mjs"))?;
     run(Command::new("node").arg("guests/js/test_bindings_native.mjs"))?;
+    run(Command::new("node").arg("guests/js/test_intl_native.mjs"))?;
     // Build every target first (linting as it compiles: `linted`), then run the `wasmbox`
     // binary that build produced: a separate `cargo run -p wasmbox-cli` would resolve
     // features differently and rebuild half the dependency tree.

@@ -17,7 +17,7 @@
 // fullwidth forms.
 const RANGES = [
   [0x20, 0x7e], [0xa0, 0x24f], [0x300, 0x36f], [0x370, 0x3ff], [0x400, 0x4ff],
-  [0x1e00, 0x1eff], [0x2010, 0x205e], [0x20a0, 0x20c0], [0x3041, 0x30ff], [0xff01, 0xff5e],
+  [0x1e00, 0x1eff], [0x2010, 0x205e], [0x20a0, 0x20c0], [0x3041, 0x30ff], [0xfb00, 0xfb06], [0xff01, 0xff5e],
 ];
 
 // Candidates for expansions besides compatibility decompositions (NFKD): kept only where
@@ -53,7 +53,9 @@ function table(locale, chars) {
       ?? ch.normalize('NFKD').replace(/\p{M}/gu, '');
     if ([...candidate].length > 1 && base.compare(ch, candidate) === 0
         && [...candidate].every((c) => chars.includes(c))) {
-      expansions[ch] = candidate;
+      // The level at which it differs from its expansion: æ is after ae (and after áe)
+      // at the accent level, ß after ss only at the third.
+      expansions[ch] = [candidate, accent.compare(ch, candidate) === 0 ? 3 : 2];
       continue;
     }
     ordered.push(ch);

@@ -17,11 +17,12 @@ function parseTable({ classes, ignorable, expansions }) {
   }
   let rank = 0;
   for (const ch of ignorable) weights.set(ch, [0, 1000 + rank++, 0]);
-  for (const [ch, expansion] of Object.entries(expansions)) {
-    // Equal to its expansion at the base and accent levels, after it at the third.
-    weights.set(ch, [...expansion].map((c) => {
+  for (const [ch, [expansion, level]] of Object.entries(expansions)) {
+    // Equal to its expansion at the base level; after it, and after every accented form
+    // of it, at the accent level (`level` 2: æ) or only at the third (ß).
+    weights.set(ch, [...expansion].map((c, i) => {
       const [p, s, t] = weights.get(c);
-      return [p, s, t + 1000];
+      return level === 2 && i === 0 ? [p, s + 1000, t] : [p, s, t + 1000];
     }));
   }
   const zero = weights.get('0')[0];
