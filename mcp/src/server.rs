@@ -352,8 +352,8 @@ fn run_description(language: Language, in_scope: &[ToolSummary], unavailable: &s
         Language::Python => (
             wasmbox_stubs::python(in_scope),
             "Runs Python 3 (CPython 3.14, most of the standard library) in a WebAssembly sandbox with no \
-             host files (a scratch /tmp of its own), network or environment, and returns its outcome: status, value, stdout, stderr, error \
-             with traceback, and the tool calls it made.",
+             host files (a scratch /tmp of its own), network or environment, and returns its outcome: \
+             status, value, stdout, stderr, error with traceback, and the tool calls it made.",
             "Return a value with `output(value)` or by ending with an expression; print() goes to stdout. \
              Values are JSON. Call a tool as `tools.NAME(arg=...)` (or `await tools.NAME(...)`; \
              asyncio.gather works inside async def).",
