@@ -177,27 +177,54 @@ TZDATA_VERSION = _load_tz_database()
 
 
 # ----------------------------------------------------------------------- sqlite3
-def _sqlite_in_memory_temp_store():
-    """sqlite3.connect(), which also keeps SQLite's temporary storage in memory.
+def _sqlite_connect_for_the_guest():
+    """sqlite3.connect(), which also keeps SQLite's temporary storage in memory and
+    gives SQL's random() and randomblob() fresh randomness.
 
-    SQLite writes temporary tables and indices, and sorts too large for its cache, to
-    temporary files by default, and a run has no directory to write them to: a big
-    ORDER BY failed. In memory they count against the run's memory limit instead."""
+    - SQLite writes temporary tables and indices, and sorts too large for its cache, to
+      temporary files by default, which it cannot make in the guest: a big ORDER BY
+      failed. In memory they count against the run's memory limit instead.
+    - componentize-py builds SQLite without a source of randomness, so its random() and
+      randomblob() started from the same state in every fresh instance: every run got
+      the same numbers, and the same ids made of randomblob(16). These draw from
+      os.urandom, as Python's secrets does.
+    """
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is None:
         return
+    import os
+
     connect = sqlite3.connect
+    urandom = os.urandom
+    from_bytes = int.from_bytes
+
+    def random():
+        return from_bytes(urandom(8), "little", signed=True)
+
+    def randomblob(max_length, n):
+        # As SQLite's own: the argument as an integer, fewer than one byte is one, and
+        # no blob is longer than the connection's length limit.
+        try:
+            n = max(int(n), 1)
+        except (TypeError, ValueError):
+            n = 1
+        if n > max_length:
+            raise OverflowError("string or blob too big")
+        return urandom(n)
 
     @functools.wraps(connect)
     def wrapped(*args, **kwargs):
         connection = connect(*args, **kwargs)
         connection.execute("PRAGMA temp_store = MEMORY")
+        connection.create_function("random", 0, random)
+        max_length = connection.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+        connection.create_function("randomblob", 1, functools.partial(randomblob, max_length))
         return connection
 
     sqlite3.connect = sqlite3.dbapi2.connect = wrapped
 
 
-_sqlite_in_memory_temp_store()
+_sqlite_connect_for_the_guest()
 
 # ---------------------------------------------------------------- added packages
 # `cargo xtask python-guest --with REQUIREMENT` builds this guest with packages from

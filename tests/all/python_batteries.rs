@@ -115,3 +115,20 @@ zones = zoneinfo.available_timezones()
         ])
     );
 }
+
+/// SQL's `random()` and `randomblob()` differ from run to run: componentize-py builds
+/// SQLite without a source of randomness, so they began from the same state in every
+/// fresh instance until app.py's `connect` replaced them.
+#[tokio::test]
+async fn sqlite3s_random_differs_from_run_to_run() {
+    let code = r#"
+import sqlite3
+db = sqlite3.connect(":memory:")
+row = db.execute("select random(), hex(randomblob(16)), length(randomblob(0)), length(randomblob(3.5))").fetchone()
+[str(row[0]), row[1], row[2], row[3], row[1] != db.execute("select hex(randomblob(16))").fetchone()[0]]
+"#;
+    let (first, second) = (value(&run(code).await), value(&run(code).await));
+    assert_eq!((&first[2], &first[3], &first[4]), (&json!(1), &json!(3), &json!(true)), "{first}");
+    assert_ne!(first[0], second[0], "random() repeats across runs");
+    assert_ne!(first[1], second[1], "randomblob() repeats across runs");
+}
