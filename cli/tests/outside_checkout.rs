@@ -93,11 +93,12 @@ async fn main() {
 
 /// Writes the outside host crate into `dir` and builds it; answers the binary.
 ///
-/// It builds into this workspace's own target dir, with this workspace's lock file and
-/// dependency profile, so the dependencies it shares with the workspace are reused (in
-/// CI, everything but wasmtime and what depends on it: the outside crate gets
-/// crates.io's wasmtime, not our `[patch]`). Cargo releases the target dir's lock
-/// before it runs tests, so this build does not wait for the `cargo test` running it.
+/// It builds into this workspace's own target dir with this workspace's lock file, but
+/// shares few compiled crates with it: the outside crate gets crates.io's wasmtime, not
+/// our `[patch]`, and its features unify differently (serde, tokio, smallvec…), so
+/// nearly every crate is compiled again, unoptimised (see its profile). Cargo releases
+/// the target dir's lock before it runs tests, so this build does not wait for the
+/// `cargo test` running it.
 fn build_outside_host_crate(dir: &Path) -> PathBuf {
     let root = repo_root();
     std::fs::create_dir_all(dir.join("src")).unwrap();
@@ -118,14 +119,12 @@ tokio = {{ version = "1", features = ["rt-multi-thread", "macros"] }}
 # Not a member of any workspace above it.
 [workspace]
 
-# The workspace's dependency profile: wasmtime's compiler built without optimisation
-# would take minutes to compile CPython.
-[profile.dev.package."*"]
-opt-level = 2
-debug = false
-
+# Unoptimised and without debug info: feature sets differ from the workspace's, so this
+# build compiles nearly every crate anew, and the run only loads precompiled guests
+# (the seeded cache), so wasmtime's compiler never runs.
 [profile.dev]
-debug = "line-tables-only"
+opt-level = 0
+debug = false
 "#,
             host = root.join("host").to_str().expect("a UTF-8 checkout path"),
         ),
@@ -171,6 +170,7 @@ fn a_host_crate_outside_the_workspace_runs_python_and_javascript_with_a_tool() {
     let (home, cache) = (dir.path().join("home"), dir.path().join("cache"));
     std::fs::create_dir(&home).unwrap();
     seed_cache(&repo_root().join("target/wasmbox-cache"), &cache);
+    let seeded = artifacts(&cache);
 
     let started = Instant::now();
     let output = without_checkout(&binary, &[])
@@ -202,6 +202,9 @@ fn a_host_crate_outside_the_workspace_runs_python_and_javascript_with_a_tool() {
         assert!(unpacked.iter().any(|name| name.starts_with(&format!("{language}-"))), "{unpacked:?}");
     }
     assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0, "HOME is untouched when WASMBOX_CACHE_DIR is set");
+    // The crate is built unoptimised: compiling CPython with it would take minutes, so
+    // the seeded artifacts must have served both guests.
+    assert_eq!(artifacts(&cache), seeded, "the outside crate compiled a guest: the seeded cache did not match");
 
     // The second run finds both files and their artifacts: it writes nothing (neither
     // unpacks nor compiles) and answers the same.
@@ -240,8 +243,7 @@ fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (u64, std::time::
 /// `include_bytes!`), and no build has more access to the checkout than another;
 /// copying the binary out of target/ is what matters. Running `cargo install` here
 /// (`--debug`, this target dir) was tried: resolving the CLI's features alone, it
-/// compiled wasmtime once more and made this file take ~10 minutes of CI
-/// (docs/performance.md, "CI"). Its default cache (`$HOME/.cache/wasmbox` on Linux) is
+/// compiled wasmtime once more (docs/performance.md, "CI"). Its default cache (`$HOME/.cache/wasmbox` on Linux) is
 /// seeded as the module doc says.
 #[test]
 fn the_installed_binary_runs_python_and_javascript_from_any_directory() {
@@ -300,6 +302,16 @@ name = "add"
 description = "Adds a and b"
 argv = ["python3", "-c", "import json, sys; a = json.load(sys.stdin); print(a['a'] + a['b'])"]
 "#;
+
+/// The names of the precompiled artifacts directly in `cache`.
+fn artifacts(cache: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
+    std::fs::read_dir(cache)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension() == Some(OsStr::new("artifact")))
+        .map(|path| path.file_name().unwrap().to_owned())
+        .collect()
+}
 
 /// Hard-links the precompiled artifacts of `from` (if any) into `to`, created `0700`
 /// as the engine wants its cache.
