@@ -55,10 +55,10 @@ fn main() -> Result<()> {
     std::env::set_current_dir(&root)?;
     match task.as_str() {
         "setup" => setup(&root),
-        "guests" => setup_guests(&root).and_then(|()| build_guests(&root)),
+        "guests" => setup_guests(&root).and_then(|()| build_guests(&root, Guests::All)),
         "demo" => {
             setup_guests(&root)?;
-            build_guests(&root)?;
+            build_guests(&root, Guests::BuiltIn)?;
             run(cargo()
                 .args(["run", "--quiet", "--example", "demo", "-p", "wasmbox-host"])
                 .env("WASMBOX_CACHE_DIR", cache_dir(&root)))
@@ -282,7 +282,17 @@ fn cross_check_c_env(root: &Path, target: &str) -> Result<Vec<(String, String)>>
     ])
 }
 
-fn build_guests(root: &Path) -> Result<()> {
+/// Which guests [`build_guests`] builds.
+#[derive(Clone, Copy, PartialEq)]
+enum Guests {
+    /// The Python and JS guests the host embeds: all the demo needs.
+    BuiltIn,
+    /// Those, the docs' examples, the Python guest with a package added and the Rust
+    /// guests: what the tests use.
+    All,
+}
+
+fn build_guests(root: &Path, which: Guests) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
     build_guest(root, "python", &python_guest::pins(), || {
@@ -305,14 +315,20 @@ fn build_guests(root: &Path) -> Result<()> {
     // The Python guest with a package from PyPI added, as users build theirs, is built
     // beside the JS guest: each build keeps one core busy.
     std::thread::scope(|scope| {
-        let example = scope.spawn(|| python_guest::build_example(root));
+        let example = (which == Guests::All).then(|| scope.spawn(|| python_guest::build_example(root)));
         let js = build_guest(root, "js", &lock, || {
             install_componentize_js()?;
             run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
         });
-        example.join().map_err(|_| anyhow::anyhow!("building python_tabulate panicked"))?.and(js)
+        match example {
+            Some(example) => example.join().map_err(|_| anyhow::anyhow!("building python_tabulate panicked"))?.and(js),
+            None => js,
+        }
     })?;
     bundle_builtin_guests(root, &lock)?;
+    if which == Guests::BuiltIn {
+        return Ok(());
+    }
     build_examples(root, &out_dir, &lock, install_componentize_js)?;
     build_rust_guests(root, &out_dir)
 }
@@ -571,7 +587,7 @@ fn package(root: &Path) -> Result<()> {
 fn test(root: &Path) -> Result<()> {
     let started = Instant::now();
     setup(root)?;
-    build_guests(root)?;
+    build_guests(root, Guests::All)?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust")))?;
     cross_check(root)?;
