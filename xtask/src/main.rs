@@ -642,3 +642,38 @@ fn test(root: &Path) -> Result<()> {
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `linted` must fail a build on a clippy warning: its `CLIPPY_ARGS` spelling is
+    /// clippy's private protocol, so a clippy that changed it would silently stop
+    /// linting CI's test build.
+    #[test]
+    fn linted_builds_fail_on_a_clippy_warning() {
+        let dir = std::env::temp_dir().join(format!("xtask-linted-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            "[package]\nname = \"linted_probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+        )
+        .unwrap();
+        let build = |body: &str| {
+            std::fs::write(dir.join("src/lib.rs"), body).unwrap();
+            linted(cargo())
+                .args(["build", "--quiet", "--offline"])
+                .current_dir(&dir)
+                .env("CARGO_TARGET_DIR", dir.join("target"))
+                .output()
+                .unwrap()
+        };
+        let clean = build("/// Doubles.\npub fn double(x: u32) -> u32 {\n    x * 2\n}\n");
+        // clippy::needless_return, a warn-by-default style lint.
+        let warned = build("/// Doubles.\npub fn double(x: u32) -> u32 {\n    return x * 2;\n}\n");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(clean.status.success(), "{}", String::from_utf8_lossy(&clean.stderr));
+        assert!(!warned.status.success(), "a clippy warning did not fail the linted build");
+        assert!(String::from_utf8_lossy(&warned.stderr).contains("needless_return"));
+    }
+}
