@@ -114,7 +114,10 @@ def test_cancelling_the_task_cancels_the_run() -> None:
 def test_ctrl_c_cancels_a_sync_run() -> None:
     script = textwrap.dedent(
         """
-        import sys, wasmbox
+        import signal, sys, wasmbox
+        # Python leaves SIGINT ignored when it starts with it ignored, as a shell's
+        # background job does (`.ci/run &`): install the handler a terminal's Python has.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         def started() -> None:
             print("started", flush=True)
         sandbox = wasmbox.Sandbox(tools=[started], scope="all", limits=wasmbox.Limits(timeout_ms=600_000))
