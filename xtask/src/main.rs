@@ -293,43 +293,57 @@ enum Guests {
 }
 
 fn build_guests(root: &Path, which: Guests) -> Result<()> {
+    build_builtin_guests(root)?;
+    match which {
+        Guests::BuiltIn => Ok(()),
+        Guests::All => build_test_guests(root),
+    }
+}
+
+/// The lock file of guests/js, which pins componentize-js and the FormatJS packages.
+fn js_lock(root: &Path) -> Result<String> {
+    Ok(std::fs::read_to_string(root.join("guests/js/package-lock.json"))?)
+}
+
+/// Installs exactly what the JS lock file pins with `npm ci`, again whenever the lock
+/// file changes (a copy of it marks the installed tree).
+fn install_componentize_js(root: &Path, lock: &str) -> Result<()> {
+    let installed = root.join("guests/js/node_modules/.wasmbox-installed-lock.json");
+    if !root.join(COMPONENTIZE_JS_CLI).is_file() || std::fs::read_to_string(&installed).ok().as_deref() != Some(lock) {
+        run(Command::new("npm").args(["ci", "--silent", "--no-audit", "--no-fund", "--prefix", "guests/js"]))?;
+        std::fs::write(&installed, lock)?;
+    }
+    Ok(())
+}
+
+/// The Python and JS guests the host embeds, built side by side (each build keeps one
+/// core busy), then compressed into their bundle crates.
+fn build_builtin_guests(root: &Path) -> Result<()> {
     let out_dir = root.join("target/guests");
     std::fs::create_dir_all(&out_dir)?;
-    build_guest(root, "python", &python_guest::pins(), || {
-        python_guest::componentize(root, &[], &out_dir.join("python.wasm"))
-    })?;
-    let lock = std::fs::read_to_string(root.join("guests/js/package-lock.json"))?;
-    let install_componentize_js = || {
-        // The lock file pins componentize-js and the FormatJS packages; `npm ci` installs
-        // exactly them, again whenever the lock file changes (a copy of it marks the
-        // installed tree).
-        let installed = root.join("guests/js/node_modules/.wasmbox-installed-lock.json");
-        if !root.join(COMPONENTIZE_JS_CLI).is_file()
-            || std::fs::read_to_string(&installed).ok().as_deref() != Some(&lock)
-        {
-            run(Command::new("npm").args(["ci", "--silent", "--no-audit", "--no-fund", "--prefix", "guests/js"]))?;
-            std::fs::write(&installed, &lock)?;
-        }
-        Ok(())
-    };
-    // The Python guest with a package from PyPI added, as users build theirs, is built
-    // beside the JS guest: each build keeps one core busy.
+    let lock = js_lock(root)?;
     std::thread::scope(|scope| {
-        let example = (which == Guests::All).then(|| scope.spawn(|| python_guest::build_example(root)));
+        let python = scope.spawn(|| {
+            build_guest(root, "python", &python_guest::pins(), || {
+                python_guest::componentize(root, &[], &out_dir.join("python.wasm"))
+            })
+        });
         let js = build_guest(root, "js", &lock, || {
-            install_componentize_js()?;
+            install_componentize_js(root, &lock)?;
             run(Command::new("node").arg("guests/js/build.mjs").arg(out_dir.join("js.wasm")))
         });
-        match example {
-            Some(example) => example.join().map_err(|_| anyhow::anyhow!("building python_tabulate panicked"))?.and(js),
-            None => js,
-        }
+        python.join().map_err(|_| anyhow::anyhow!("building the Python guest panicked"))?.and(js)
     })?;
-    bundle_builtin_guests(root, &lock)?;
-    if which == Guests::BuiltIn {
-        return Ok(());
-    }
-    build_examples(root, &out_dir, &lock, install_componentize_js)?;
+    bundle_builtin_guests(root, &lock)
+}
+
+/// What the tests use besides the built-in guests: the Python guest with a package from
+/// PyPI added (as users build theirs), the docs' examples and the Rust guests.
+fn build_test_guests(root: &Path) -> Result<()> {
+    let out_dir = root.join("target/guests");
+    let lock = js_lock(root)?;
+    python_guest::build_example(root)?;
+    build_examples(root, &out_dir, &lock, || install_componentize_js(root, &lock))?;
     build_rust_guests(root, &out_dir)
 }
 
@@ -587,10 +601,18 @@ fn package(root: &Path) -> Result<()> {
 fn test(root: &Path) -> Result<()> {
     let started = Instant::now();
     setup(root)?;
-    build_guests(root, Guests::All)?;
-    run(cargo().args(["fmt", "--all", "--check"]))?;
-    run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust")))?;
-    cross_check(root)?;
+    // The bundle crates must be written before anything compiles the host.
+    build_guests(root, Guests::BuiltIn)?;
+    // The cross-check keeps both cores busy; the other guest builds mostly one (Python
+    // and Node tools), so they overlap it rather than wait. Different target dirs: no
+    // cargo lock between them.
+    std::thread::scope(|scope| {
+        let check = scope.spawn(|| cross_check(root));
+        let rest = build_test_guests(root)
+            .and_then(|()| run(cargo().args(["fmt", "--all", "--check"])))
+            .and_then(|()| run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust"))));
+        check.join().map_err(|_| anyhow::anyhow!("the cross-check panicked"))?.and(rest)
+    })?;
     package(root)?;
     run(cargo()
         .args(["clippy", "--quiet", "--release", "--locked", "--target", "wasm32-wasip2"])
@@ -604,7 +626,8 @@ fn test(root: &Path) -> Result<()> {
     // Build every target first (linting as it compiles: `linted`), then run the `wasmbox`
     // binary that build produced: a separate `cargo run -p wasmbox-cli` would resolve
     // features differently and rebuild half the dependency tree.
-    run(linted(cargo()).args(["test", "--workspace", "--all-targets", "--no-run", "--quiet"]))?;
+    // `--timings`: target/cargo-timings/ keeps where the build's time went.
+    run(linted(cargo()).args(["test", "--workspace", "--all-targets", "--no-run", "--quiet", "--timings"]))?;
     let wasmbox = root.join("target/debug/wasmbox");
     let precompile = |args: &[&str]| {
         run(Command::new(&wasmbox).arg("precompile").args(args).env("WASMBOX_CACHE_DIR", cache_dir(root)))
