@@ -541,3 +541,65 @@ fn the_docs_examples_are_what_the_generators_print() {
         &block("ts"),
     );
 }
+
+/// `(class, base, doc line, kind)` of each `class Tool…(…)` in Python source: the class
+/// line, its docstring's line and the next `kind` assignment.
+fn python_error_classes(source: &str) -> Vec<(String, String, String, String)> {
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    let mut classes = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix("class Tool") else { continue };
+        // `class Tools:` (the stubs' namespace of tools) has no base: not an error class.
+        let Some((name, base)) = rest.trim_end_matches("):").split_once('(') else { continue };
+        let doc = lines[at + 1].trim_matches('"').to_owned();
+        let kind = lines[at + 2..]
+            .iter()
+            .find_map(|line| line.strip_prefix("kind").and_then(|rest| rest.split('"').nth(1)))
+            .expect("a kind");
+        classes.push((format!("Tool{name}"), base.to_owned(), doc, kind.to_owned()));
+    }
+    classes
+}
+
+/// `(class, base, doc line)` of each `… class Tool… extends …` in JS or TypeScript source
+/// preceded by a one-line `/** … */` doc comment.
+fn js_error_classes(source: &str, prefix: &str) -> Vec<(String, String, String)> {
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    let mut classes = Vec::new();
+    for (at, line) in lines.iter().enumerate().skip(1) {
+        let Some(rest) = line.strip_prefix(prefix).and_then(|rest| rest.strip_prefix("class Tool")) else { continue };
+        let mut words = rest.split_whitespace();
+        let name = format!("Tool{}", words.next().unwrap());
+        assert_eq!(words.next(), Some("extends"), "{line}");
+        let base = words.next().unwrap().to_owned();
+        let doc = lines[at - 1].trim_start_matches("/**").trim_end_matches("*/").trim().to_owned();
+        classes.push((name, base, doc));
+    }
+    classes
+}
+
+/// The error classes the stubs declare are the ones the guests define: same names,
+/// bases, docs and kinds (the stubs restate them, so nothing else keeps them in step).
+#[test]
+fn the_stubs_error_classes_are_the_guests() {
+    let guests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests");
+    let app = std::fs::read_to_string(guests.join("python/app.py")).unwrap();
+    let expected = python_error_classes(&app);
+    assert_eq!(expected.len(), 6, "{expected:?}");
+    assert_eq!(python_error_classes(&wasmbox_stubs::python(&[])), expected);
+
+    let core = std::fs::read_to_string(guests.join("js/core.js")).unwrap();
+    let defined = js_error_classes(&core, "export ");
+    let declared = wasmbox_stubs::typescript(&[]);
+    assert_eq!(js_error_classes(&declared, "declare "), defined);
+    // Kinds: the guest's KINDS list, in TOOL_ERRORS order, and the declarations'.
+    let kinds_line = core.lines().find(|line| line.starts_with("const KINDS = [")).expect("core.js's KINDS");
+    let kinds: Vec<&str> = kinds_line.split('\'').skip(1).step_by(2).collect();
+    let python_kinds: Vec<&str> = expected.iter().map(|(_, _, _, kind)| kind.as_str()).collect();
+    assert_eq!(kinds, python_kinds, "the two guests' kinds");
+    for ((name, _, _), kind) in defined.iter().zip(&kinds).skip(1) {
+        assert_has(&declared, &format!("class {name} extends ToolError {{\n  readonly kind: \"{kind}\";"));
+    }
+    let union = kinds.iter().map(|kind| format!("\"{kind}\"")).collect::<Vec<_>>().join(" | ");
+    assert_has(&declared, &format!("readonly kind: {union};"));
+}
