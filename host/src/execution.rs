@@ -11,6 +11,7 @@ use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunErro
 use crate::broker::link::GuestBroker;
 use crate::cancel::CancelToken;
 use crate::limits::Limits;
+use crate::live_output::{LiveOutput, OutputStream};
 use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputCapture;
 use crate::run_state::{MemoryGuard, RunState};
@@ -20,7 +21,8 @@ use crate::vfs::{InputFiles, Vfs};
 use crate::wasi;
 
 /// Runs `code` on a fresh instance of `runtime` under `limits`, its tool calls answered
-/// by `broker`. Every ending is an [`Outcome`] (run id and wall time left for the caller).
+/// by `broker`, its output also passed to `live` as it is written. Every ending is an
+/// [`Outcome`] (run id and wall time left for the caller).
 pub(crate) async fn execute(
     runtime: &Runtime,
     limits: &Limits,
@@ -29,10 +31,13 @@ pub(crate) async fn execute(
     files: &InputFiles,
     broker: GuestBroker,
     cancel: CancelToken,
+    live: Option<LiveOutput>,
 ) -> Outcome {
     let engine = runtime.engine();
-    let stdout = OutputCapture::new("stdout", limits.max_stdout_bytes as usize);
-    let stderr = OutputCapture::new("stderr", limits.max_stderr_bytes as usize);
+    let stdout = OutputCapture::new(OutputStream::Stdout, limits.max_stdout_bytes as usize);
+    let stderr = OutputCapture::new(OutputStream::Stderr, limits.max_stderr_bytes as usize);
+    stdout.set_live(live.clone());
+    stderr.set_live(live);
     let timeout = Duration::from_millis(limits.timeout_ms);
     let state = RunState {
         wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),

@@ -44,11 +44,13 @@ pub mod fuzzing;
 mod import_check;
 mod isolation;
 mod limits;
+pub mod live_output;
 mod metrics;
 mod outcome;
 mod output_capture;
 mod precompile_cache;
 pub mod process;
+mod run_request;
 mod run_state;
 mod runtime;
 mod sandbox;
@@ -78,11 +80,13 @@ pub use isolation::{
     DEFAULT_DOCKER_PIDS_LIMIT, ISOLATION_NAMES, WORKER_EXTRA_TASKS, WORKER_MAX_OPEN_FILES,
 };
 pub use limits::*;
+pub use live_output::{OutputSink, OutputStream};
 pub use metrics::{MetricsSnapshot, ToolCallCount, UNKNOWN_TOOL_LABEL};
 pub use outcome::{
     CallStatus, CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord, MAX_ERROR_KIND_BYTES,
     MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES,
 };
+pub use run_request::RunRequest;
 pub use runtime::Runtime;
 pub use sandbox::Sandbox;
 pub use vfs::{InputFileError, InputFiles, OutputFile};

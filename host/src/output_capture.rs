@@ -4,7 +4,8 @@
 //! latches the breach and traps the guest, so a print flood ends the run with
 //! `output_limit` promptly and the same way in every guest language (CPython would
 //! otherwise raise a catchable `BrokenPipeError` while SpiderMonkey drops output
-//! silently).
+//! silently). What is kept is also passed on, as it is written, to the run's live
+//! output when it has one ([`crate::live_output`]): the same bytes, never more.
 
 use std::io;
 use std::pin::Pin;
@@ -17,6 +18,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi_io::poll::Pollable;
 use wasmtime_wasi_io::streams::{OutputStream, StreamError};
 
+use crate::live_output::{LiveOutput, OutputStream as Stream};
 use crate::outcome::CapturedOutput;
 
 /// How much a guest may write in one `write` call; the WASI default permit size.
@@ -34,19 +36,27 @@ pub(crate) struct OutputLimitExceeded {
 struct Buffer {
     bytes: Vec<u8>,
     truncated: bool,
+    /// Where what is kept also goes as it is written; held with the bytes so that the
+    /// two never disagree on what was kept, or in which order.
+    live: Option<LiveOutput>,
 }
 
 /// A cloneable handle to one captured stream; all clones share the buffer.
 #[derive(Clone)]
 pub(crate) struct OutputCapture {
-    stream: &'static str,
+    stream: Stream,
     cap: usize,
     buffer: Arc<Mutex<Buffer>>,
 }
 
 impl OutputCapture {
-    pub(crate) fn new(stream: &'static str, cap: usize) -> Self {
+    pub(crate) fn new(stream: Stream, cap: usize) -> Self {
         OutputCapture { stream, cap, buffer: Arc::default() }
+    }
+
+    /// Passes what is kept from now on to `live` as well (or to nothing with `None`).
+    pub(crate) fn set_live(&self, live: Option<LiveOutput>) {
+        self.lock().live = live;
     }
 
     fn lock(&self) -> MutexGuard<'_, Buffer> {
@@ -59,20 +69,24 @@ impl OutputCapture {
     fn append(&self, bytes: &[u8]) -> bool {
         let mut buffer = self.lock();
         let room = self.cap.saturating_sub(buffer.bytes.len());
-        if bytes.len() <= room {
-            buffer.bytes.extend_from_slice(bytes);
-            return true;
+        let fits = bytes.len() <= room;
+        let kept = if fits { bytes } else { &bytes[..room] };
+        buffer.bytes.extend_from_slice(kept);
+        if !fits {
+            buffer.truncated = true;
         }
-        buffer.bytes.extend_from_slice(&bytes[..room]);
-        buffer.truncated = true;
-        false
+        if let (Some(live), false) = (&buffer.live, kept.is_empty()) {
+            live.send(self.stream, kept);
+        }
+        fits
     }
 
     fn overflow_error(&self) -> OutputLimitExceeded {
-        OutputLimitExceeded { stream: self.stream, cap: self.cap }
+        OutputLimitExceeded { stream: self.stream.name(), cap: self.cap }
     }
 
     /// True once the guest has written past the cap.
+    #[cfg(test)]
     pub(crate) fn overflowed(&self) -> bool {
         self.lock().truncated
     }
@@ -145,7 +159,7 @@ mod tests {
 
     #[test]
     fn keeps_a_prefix_up_to_the_cap_and_latches_overflow() {
-        let mut capture = OutputCapture::new("stdout", 5);
+        let mut capture = OutputCapture::new(Stream::Stdout, 5);
         assert!(capture.write(Bytes::from_static(b"abc")).is_ok());
         assert!(!capture.overflowed());
         let err = capture.write(Bytes::from_static(b"defg")).unwrap_err();
@@ -156,9 +170,29 @@ mod tests {
         assert!(out.truncated);
     }
 
+    /// Live output gets exactly what the capture keeps: up to the cap, in order.
+    #[test]
+    fn live_output_gets_what_is_kept_and_nothing_past_the_cap() {
+        // The channel's own caps are wider, so only the capture's cap can hold here.
+        let (live, mut rx) = LiveOutput::channel(&crate::limits::Limits::default());
+        let mut capture = OutputCapture::new(Stream::Stderr, 6);
+        assert!(capture.write(Bytes::from_static(b"abc")).is_ok());
+        capture.set_live(Some(live));
+        assert!(capture.write(Bytes::from_static(b"de")).is_ok());
+        assert!(capture.write(Bytes::from_static(b"fgh")).is_err());
+        assert!(capture.write(Bytes::from_static(b"ij")).is_err());
+        let mut got = Vec::new();
+        while let Ok(crate::live_output::Message::Chunk(stream, bytes)) = rx.try_recv() {
+            assert_eq!(stream, Stream::Stderr);
+            got.extend(bytes);
+        }
+        assert_eq!(got, b"def", "set_live takes effect from then on, and the cap holds");
+        assert_eq!(capture.snapshot().text, "abcdef");
+    }
+
     #[test]
     fn never_reports_zero_permit() {
-        let mut capture = OutputCapture::new("stdout", 0);
+        let mut capture = OutputCapture::new(Stream::Stdout, 0);
         assert!(capture.check_write().unwrap() > 0);
     }
 }

@@ -10,7 +10,9 @@ use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, Reach, Run
 use crate::cancel::CancelToken;
 use crate::execution;
 use crate::limits::Limits;
+use crate::live_output::{Delivery, LiveOutput};
 use crate::outcome::{ErrorDetail, Outcome, Status};
+use crate::run_request::RunRequest;
 use crate::runtime::Runtime;
 use crate::vfs::InputFiles;
 use futures::future::BoxFuture;
@@ -52,8 +54,10 @@ pub struct Sandbox {
 /// processes serve a sandbox's runs (see `worker/`). The broker stays here: the executor
 /// gets the run's [`BrokerCtx`] and answers the guest's tool calls through it.
 pub(crate) trait Executor: Send + Sync + std::fmt::Debug {
-    /// Runs `code` under `limits` with `files` under `/input`; every ending is an
-    /// [`Outcome`] whose trail is the broker's.
+    /// Runs `code` under `limits` with `files` under `/input`, passing its output to
+    /// `live` as it comes when given; every ending is an [`Outcome`] whose trail is the
+    /// broker's.
+    #[allow(clippy::too_many_arguments)]
     fn execute<'a>(
         &'a self,
         limits: &'a Limits,
@@ -62,6 +66,7 @@ pub(crate) trait Executor: Send + Sync + std::fmt::Debug {
         files: &'a InputFiles,
         broker: BrokerCtx,
         cancel: &'a CancelToken,
+        live: Option<LiveOutput>,
     ) -> BoxFuture<'a, Outcome>;
 }
 
@@ -176,7 +181,26 @@ impl Sandbox {
     /// # }
     /// ```
     pub async fn run_with_files(&self, code: &str, input: &Value, files: &InputFiles, cancel: &CancelToken) -> Outcome {
-        self.start(Origin::TopLevel, code, input, files, cancel).await
+        self.start(Origin::TopLevel, code, input, files, cancel, None).await
+    }
+
+    /// Runs `request`: its code with its input, files and cancel token, and its
+    /// [`OutputSink`](crate::OutputSink), if any, receiving stdout and stderr while the
+    /// guest writes them (the caps hold for the sink too; see [`crate::live_output`]).
+    /// The other `run` methods are this with fewer options.
+    ///
+    /// ```no_run
+    /// # async fn demo(sandbox: wasmbox::Sandbox) {
+    /// use std::sync::Arc;
+    /// use wasmbox::{OutputStream, RunRequest};
+    /// let print_live = Arc::new(|_: OutputStream, bytes: &[u8]| print!("{}", String::from_utf8_lossy(bytes)));
+    /// let outcome = sandbox.run_with(RunRequest::new("print('now')").output_sink(print_live)).await;
+    /// assert_eq!(outcome.stdout.text, "now\n");
+    /// # }
+    /// ```
+    pub async fn run_with(&self, request: RunRequest) -> Outcome {
+        let RunRequest { code, input, files, cancel, output_sink } = request;
+        self.start(Origin::TopLevel, &code, &input, &files, &cancel, output_sink).await
     }
 
     /// Starts a run from inside a tool handler (a "sub-agent" tool), as a child of the
@@ -190,7 +214,7 @@ impl Sandbox {
     /// engine's instance pool, and a nested run past it ends `rejected` with kind
     /// `instance_pool`. Its audit events carry the parent's run and call ids.
     pub async fn run_nested(&self, parent: &CallContext, code: &str, input: &Value, inherit: &Inherit) -> Outcome {
-        self.start(Origin::Nested(parent, inherit), code, input, &InputFiles::new(), &CancelToken::new()).await
+        self.start(Origin::Nested(parent, inherit), code, input, &InputFiles::new(), &CancelToken::new(), None).await
     }
 
     async fn start(
@@ -200,6 +224,7 @@ impl Sandbox {
         input: &Value,
         files: &InputFiles,
         cancel: &CancelToken,
+        output_sink: Option<Arc<dyn crate::live_output::OutputSink>>,
     ) -> Outcome {
         let started = Instant::now();
         let engine = self.runtime.engine();
@@ -246,7 +271,9 @@ impl Sandbox {
                             tree,
                             observers.clone(),
                         );
-                        match &self.executor {
+                        let delivery = output_sink.map(|sink| Delivery::start(sink, &self.limits));
+                        let live = delivery.as_ref().map(|delivery| delivery.live().clone());
+                        let outcome = match &self.executor {
                             None => {
                                 let broker = GuestBroker::Local(broker);
                                 execution::execute(
@@ -257,13 +284,19 @@ impl Sandbox {
                                     files,
                                     broker,
                                     cancel.clone(),
+                                    live,
                                 )
                                 .await
                             }
                             Some(executor) => {
-                                executor.execute(&self.limits, code, &input_json, files, broker, cancel).await
+                                executor.execute(&self.limits, code, &input_json, files, broker, cancel, live).await
                             }
+                        };
+                        if let Some(delivery) = delivery {
+                            let deadline = started + std::time::Duration::from_millis(self.limits.timeout_ms);
+                            delivery.finish(deadline).await;
                         }
+                        outcome
                     }
                 }
             }

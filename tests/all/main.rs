@@ -10,6 +10,7 @@ mod files;
 mod guest_faults;
 mod instance_pool;
 mod js_batteries;
+mod live_output;
 mod python_batteries;
 mod python_broker;
 mod python_guest;

@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::execution;
 use crate::isolation::{self, Isolation, WorkerLaunch};
 use crate::limits::Limits;
+use crate::live_output::LiveOutput;
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::GuestSource;
 use crate::sandbox::{Executor, Sandbox};
@@ -220,6 +221,7 @@ impl WorkerPool {
         files: &InputFiles,
         mut broker: BrokerCtx,
         cancel: &CancelToken,
+        live: Option<LiveOutput>,
     ) -> Outcome {
         let request = RunRequest {
             guest: self.guest.path.clone(),
@@ -229,13 +231,15 @@ impl WorkerPool {
             limits: limits.clone(),
             tools: broker.list(),
             files: files.clone(),
+            live_output: live.is_some(),
         };
         let deadline = Instant::now() + execution::time_bound(limits, self.epoch_tick()) + DEADLINE_GRACE;
         let shape = RunShape { limits: limits.clone(), tools: request.tools.clone() };
         let result = match self.take_or_launch(&shape).await {
             Err(fault) => Err(fault),
             Ok((mut worker, runs)) => {
-                match worker.run(request, &mut broker, max_reply_frame_bytes(limits), deadline, cancel).await {
+                let frame_cap = max_reply_frame_bytes(limits);
+                match worker.run(request, &mut broker, frame_cap, deadline, cancel, live.as_ref()).await {
                     Ok(outcome) => {
                         self.give_back(worker, shape, runs + 1, outcome.status);
                         Ok(outcome)
@@ -296,8 +300,9 @@ impl Executor for WorkerPool {
         files: &'a InputFiles,
         broker: BrokerCtx,
         cancel: &'a CancelToken,
+        live: Option<LiveOutput>,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.run(limits, code, input_json, files, broker, cancel))
+        Box::pin(self.run(limits, code, input_json, files, broker, cancel, live))
     }
 }
 

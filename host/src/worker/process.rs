@@ -13,6 +13,7 @@ use super::protocol::{read_frame, write_frame, FrameError, FromWorker, RunReques
 use crate::broker::BrokerCtx;
 use crate::cancel::CancelToken;
 use crate::isolation::{self, LaunchPlan, ProcessGuard};
+use crate::live_output::{LiveOutput, OutputStream};
 use crate::outcome::Outcome;
 
 /// How long a worker may take to start and answer `hello` (a container may need a while).
@@ -109,8 +110,9 @@ impl WorkerProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Runs `request`, answering its tool calls with `broker`, until the worker reports
-    /// an outcome, `deadline` passes, or `cancel` fires and the grace period ends.
+    /// Runs `request`, answering its tool calls with `broker` and passing its output
+    /// chunks to `live`, until the worker reports an outcome, `deadline` passes, or
+    /// `cancel` fires and the grace period ends.
     pub(crate) async fn run(
         &mut self,
         request: RunRequest,
@@ -118,9 +120,10 @@ impl WorkerProcess {
         frame_cap: u32,
         deadline: Instant,
         cancel: &CancelToken,
+        live: Option<&LiveOutput>,
     ) -> Result<Outcome, Fault> {
         self.frames.expect(frame_cap);
-        drive(&mut self.frames.received, &mut self.stdin, request, broker, deadline, cancel).await
+        drive(&mut self.frames.received, &mut self.stdin, request, broker, deadline, cancel, live).await
     }
 
     /// Ends a worker that is done serving: asks it to shut down, and kills it (and its
@@ -167,7 +170,8 @@ impl WorkerProcess {
 }
 
 /// The run's frame exchange, separate from the process so tests can drive it over
-/// in-memory pipes with a fake worker.
+/// in-memory pipes with a fake worker. `live` gets the `output` frames' chunks, held to
+/// the run's caps by `live` itself (the worker is not trusted to keep them).
 pub(crate) async fn drive<W: AsyncWrite + Unpin>(
     frames: &mut mpsc::Receiver<Result<FromWorker, FrameError>>,
     writer: &mut W,
@@ -175,7 +179,10 @@ pub(crate) async fn drive<W: AsyncWrite + Unpin>(
     broker: &mut BrokerCtx,
     mut deadline: Instant,
     cancel: &CancelToken,
+    live: Option<&LiveOutput>,
 ) -> Result<Outcome, Fault> {
+    let asked_for_output = request.live_output;
+    let live = if asked_for_output { live } else { None };
     send_before(writer, ToWorker::Run(request), deadline).await?;
     let mut cancelling = false;
     loop {
@@ -194,20 +201,30 @@ pub(crate) async fn drive<W: AsyncWrite + Unpin>(
         match frame {
             Some(Ok(FromWorker::ToolCall { call_id, name, args_json })) => {
                 // The parent's broker decides, exactly as for an in-process guest.
-                let result = tokio::select! {
-                    result = broker.call(&name, &args_json) => result,
-                    () = tokio::time::sleep_until(deadline) => return Err(Fault::Timeout),
-                    () = cancel.cancelled() => return Err(Fault::Cancelled),
-                    // The worker waits for the answer; anything it sends meanwhile, even
-                    // the end of its output, means it is gone or misbehaving.
-                    frame = frames.recv() => return Err(Fault::Crashed(match frame {
-                        None => "the worker exited during a tool call".to_owned(),
-                        Some(Err(err)) => format!("bad frame from the worker: {err}"),
-                        Some(Ok(frame)) => format!("the worker sent `{}` during a tool call", kind(&frame)),
-                    })),
+                let call = broker.call(&name, &args_json);
+                tokio::pin!(call);
+                let result = loop {
+                    tokio::select! {
+                        result = &mut call => break result,
+                        () = tokio::time::sleep_until(deadline) => return Err(Fault::Timeout),
+                        () = cancel.cancelled() => return Err(Fault::Cancelled),
+                        // The worker waits for the answer; anything it sends meanwhile,
+                        // even the end of its output, means it is gone or misbehaving,
+                        // but for output it wrote before the call, still on its way.
+                        frame = frames.recv() => match frame {
+                            Some(Ok(FromWorker::Output { stream, base64 })) => pass_on(live, stream, &base64)?,
+                            None => return Err(Fault::Crashed("the worker exited during a tool call".to_owned())),
+                            Some(Err(err)) => return Err(Fault::Crashed(format!("bad frame from the worker: {err}"))),
+                            Some(Ok(frame)) => {
+                                let message = format!("the worker sent `{}` during a tool call", kind(&frame));
+                                return Err(Fault::Crashed(message));
+                            }
+                        },
+                    }
                 };
                 send_before(writer, ToWorker::ToolResult { call_id, result }, deadline).await?;
             }
+            Some(Ok(FromWorker::Output { stream, base64 })) => pass_on(live, stream, &base64)?,
             Some(Ok(FromWorker::Outcome { outcome })) => return Ok(*outcome),
             Some(Ok(FromWorker::Fatal { message })) => {
                 return Err(Fault::Crashed(format!("the worker gave up: {message}")))
@@ -217,6 +234,20 @@ pub(crate) async fn drive<W: AsyncWrite + Unpin>(
             None => return Err(Fault::Crashed("the worker exited mid-run".into())),
         }
     }
+}
+
+/// Passes one `output` frame's chunk on to `live`, which holds it to the run's caps. A
+/// worker that sends output unasked, or bytes that are not base64, is misbehaving.
+fn pass_on(live: Option<&LiveOutput>, stream: OutputStream, base64: &str) -> Result<(), Fault> {
+    use base64::Engine as _;
+    let Some(live) = live else {
+        return Err(Fault::Crashed("the worker sent `output` for a run that did not ask for it".into()));
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64)
+        .map_err(|err| Fault::Crashed(format!("the worker sent an `output` frame that is not base64: {err}")))?;
+    live.send(stream, &bytes);
+    Ok(())
 }
 
 /// Sends one frame; a worker that stops reading must not hang the parent past `deadline`.
@@ -232,6 +263,7 @@ fn kind(message: &FromWorker) -> &'static str {
     match message {
         FromWorker::Hello { .. } => "hello",
         FromWorker::ToolCall { .. } => "tool_call",
+        FromWorker::Output { .. } => "output",
         FromWorker::Outcome { .. } => "outcome",
         FromWorker::Fatal { .. } => "fatal",
     }
@@ -276,7 +308,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
         loop {
             match read_frame::<_, FromWorker>(&mut reader, cap).await {
                 Ok(Some(frame)) => {
-                    let last = !matches!(frame, FromWorker::ToolCall { .. });
+                    let last = !matches!(frame, FromWorker::ToolCall { .. } | FromWorker::Output { .. });
                     if frames.send(Ok(frame)).await.is_err() {
                         return;
                     }

@@ -10,7 +10,8 @@
 //!
 //! A session: the parent sends `hello`, the worker answers `hello` with the same
 //! version; then, one run at a time, `run` → any number of (`tool_call` → `tool_result`)
-//! → `outcome`. `cancel` stops the current run; `shutdown` (or closing stdin) ends the
+//! and, when the run asked for live output, `output` frames (also while a tool call
+//! waits) → `outcome`. `cancel` stops the current run; `shutdown` (or closing stdin) ends the
 //! worker.
 
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::broker::{CallError, ToolSummary};
 use crate::import_check::ImportPolicy;
 use crate::limits::Limits;
+use crate::live_output::OutputStream;
 use crate::outcome::{Outcome, MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_ERROR_TRACEBACK_BYTES};
 use crate::vfs::InputFiles;
 
@@ -81,6 +83,15 @@ pub enum FromWorker {
         /// The arguments, as the guest wrote them (checked by the parent).
         args_json: String,
     },
+    /// A chunk of the guest's output, sent while the run goes on when the run asked for
+    /// live output ([`RunRequest::live_output`]); at most [`MAX_OUTPUT_CHUNK_BYTES`]
+    /// bytes. The parent holds the chunks to the run's caps again.
+    Output {
+        /// Which stream.
+        stream: OutputStream,
+        /// The bytes, base64 (a chunk may end inside a UTF-8 character).
+        base64: String,
+    },
     /// The run ended.
     Outcome {
         /// How it ended, as the worker saw it (the parent fills in the tool-call trail).
@@ -112,7 +123,14 @@ pub struct RunRequest {
     /// The files under the guest's `/input`.
     #[serde(default)]
     pub files: InputFiles,
+    /// Whether the worker sends the guest's output as it is written (`output` frames)
+    /// as well as in the outcome.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live_output: bool,
 }
+
+/// The most bytes one `output` frame carries; a worker splits larger writes.
+pub const MAX_OUTPUT_CHUNK_BYTES: usize = 64 << 10;
 
 /// The largest frame the parent accepts from a worker running under `limits`: an
 /// outcome holds at most the value, stdout, stderr and the capped error text (JSON
@@ -253,6 +271,7 @@ mod tests {
         prop_oneof![
             any::<u32>().prop_map(|version| ToWorker::Hello { version }),
             (any::<String>(), any::<String>(), any::<String>()).prop_map(|(code, name, schema)| {
+                let live_output = code.len() % 2 == 0;
                 ToWorker::Run(RunRequest {
                     guest: PathBuf::from("/guests/python.wasm"),
                     policy: ImportPolicy::AllowInertWasi,
@@ -266,6 +285,7 @@ mod tests {
                         files.insert("dir/b.bin", vec![0xff, 0, 0xfe]).unwrap();
                         files
                     },
+                    live_output,
                 })
             }),
             (any::<u32>(), prop_oneof![any::<String>().prop_map(Ok), call_error().prop_map(Err)])
@@ -286,6 +306,10 @@ mod tests {
                 FromWorker::Outcome { outcome: Box::new(outcome) }
             }),
             any::<String>().prop_map(|message| FromWorker::Fatal { message }),
+            (any::<bool>(), any::<String>()).prop_map(|(stderr, base64)| FromWorker::Output {
+                stream: if stderr { OutputStream::Stderr } else { OutputStream::Stdout },
+                base64,
+            }),
         ]
     }
 

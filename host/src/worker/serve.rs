@@ -16,7 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use super::protocol::{
-    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, MAX_REQUEST_FRAME_BYTES, PROTOCOL_VERSION,
+    read_frame, write_frame, FrameError, FromWorker, RunRequest, ToWorker, MAX_OUTPUT_CHUNK_BYTES,
+    MAX_REQUEST_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use crate::broker::link::{GuestBroker, RemoteBroker};
 use crate::broker::{CallError, ToolSummary};
@@ -25,6 +26,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::error::Error;
 use crate::execution;
 use crate::import_check::ImportPolicy;
+use crate::live_output::{LiveOutput, Message};
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::Runtime;
 
@@ -261,7 +263,11 @@ where
         },
     };
     let parent = ParentBroker::new(request.tools, Arc::clone(session), Box::new(ForwardTo(Arc::clone(writer))));
-    execution::execute(
+    let forwarding = request.live_output.then(|| {
+        let (live, chunks) = LiveOutput::channel(&request.limits);
+        (live, tokio::spawn(forward_output(chunks, Arc::clone(writer))))
+    });
+    let outcome = execution::execute(
         &runtime,
         &request.limits,
         &request.code,
@@ -269,8 +275,29 @@ where
         &request.files,
         GuestBroker::Remote(Box::new(parent)),
         cancel,
+        forwarding.as_ref().map(|(live, _)| live.clone()),
     )
-    .await
+    .await;
+    // Every chunk goes out before the outcome, which ends the run for the parent.
+    if let Some((live, forwarder)) = forwarding {
+        live.end();
+        let _ = forwarder.await;
+    }
+    outcome
+}
+
+/// Sends the run's output chunks to the parent as `output` frames, in order, until the
+/// run ends (or the pipe fails: the outcome then cannot be sent either).
+async fn forward_output<W: AsyncWrite + Unpin>(mut chunks: mpsc::UnboundedReceiver<Message>, writer: FrameWriter<W>) {
+    use base64::Engine as _;
+    while let Some(Message::Chunk(stream, bytes)) = chunks.recv().await {
+        for piece in bytes.chunks(MAX_OUTPUT_CHUNK_BYTES) {
+            let base64 = base64::engine::general_purpose::STANDARD.encode(piece);
+            if send(&writer, &FromWorker::Output { stream, base64 }).await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 async fn send<W: AsyncWrite + Unpin>(writer: &FrameWriter<W>, message: &FromWorker) -> Result<(), WorkerError> {

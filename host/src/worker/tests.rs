@@ -18,6 +18,7 @@ use crate::broker::{BrokerCtx, CallError, Scope, Tool, Tools};
 use crate::cancel::CancelToken;
 use crate::import_check::ImportPolicy;
 use crate::limits::Limits;
+use crate::live_output::{LiveOutput, Message, OutputStream};
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::termination::vouch_for;
 
@@ -50,6 +51,7 @@ fn request(limits: &Limits) -> RunRequest {
         limits: limits.clone(),
         tools: Vec::new(),
         files: Default::default(),
+        live_output: false,
     }
 }
 
@@ -99,7 +101,7 @@ async fn a_forged_call_outside_the_scope_is_refused_by_the_parent() {
     let (mut broker, secret_calls) = broker(&limits);
     let (mut p, mut w) = pipes(&limits);
     let cancel = CancelToken::new();
-    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel, None);
     let fake_worker = async {
         expect_run(&mut w.worker_in).await;
         let denied = forge_call(&mut w, 1, "secret").await;
@@ -123,7 +125,7 @@ async fn fault_after_run(send: Vec<u8>, limits: Limits) -> Fault {
     let (mut broker, _) = broker(&limits);
     let (mut p, mut w) = pipes(&limits);
     let cancel = CancelToken::new();
-    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel, None);
     let fake_worker = async {
         expect_run(&mut w.worker_in).await;
         w.worker_out.write_all(&send).await.unwrap();
@@ -133,6 +135,64 @@ async fn fault_after_run(send: Vec<u8>, limits: Limits) -> Fault {
     };
     let (result, _keep) = tokio::join!(parent, fake_worker);
     result.unwrap_err()
+}
+
+fn output(stream: OutputStream, bytes: &[u8]) -> FromWorker {
+    use base64::Engine as _;
+    FromWorker::Output { stream, base64: base64::engine::general_purpose::STANDARD.encode(bytes) }
+}
+
+/// A worker's `output` frames reach the run's live output, in order, also while a tool
+/// call waits; the parent holds them to the run's caps whatever the worker sends, and
+/// a frame that is not base64 is a crash.
+#[tokio::test]
+async fn a_worker_s_live_output_is_passed_on_within_the_run_s_caps() {
+    let limits = Limits { max_stdout_bytes: 5, max_stderr_bytes: 2, ..Limits::default() };
+    let (mut broker, _) = broker(&limits);
+    let (mut p, mut w) = pipes(&limits);
+    let (live, mut chunks) = LiveOutput::channel(&limits);
+    let cancel = CancelToken::new();
+    let asking = RunRequest { live_output: true, ..request(&limits) };
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, asking, &mut broker, soon(), &cancel, Some(&live));
+    let fake_worker = async {
+        expect_run(&mut w.worker_in).await;
+        write_frame(&mut w.worker_out, &output(OutputStream::Stdout, b"abc")).await.unwrap();
+        let call = FromWorker::ToolCall { call_id: 1, name: "public".into(), args_json: "{}".into() };
+        write_frame(&mut w.worker_out, &call).await.unwrap();
+        // Written before the call, arriving while the parent answers it.
+        write_frame(&mut w.worker_out, &output(OutputStream::Stderr, b"e")).await.unwrap();
+        let answer = read_frame::<_, ToWorker>(&mut w.worker_in, u32::MAX).await.unwrap();
+        assert!(matches!(answer, Some(ToWorker::ToolResult { call_id: 1, result: Ok(_) })), "{answer:?}");
+        // Past both caps: an honest worker never sends this much.
+        write_frame(&mut w.worker_out, &output(OutputStream::Stdout, b"defgh")).await.unwrap();
+        write_frame(&mut w.worker_out, &output(OutputStream::Stderr, b"rrrr")).await.unwrap();
+        write_frame(&mut w.worker_out, &ok_outcome()).await.unwrap();
+    };
+    let (outcome, ()) = tokio::join!(parent, fake_worker);
+    assert_eq!(outcome.unwrap().status, Status::Ok);
+    let mut got = Vec::new();
+    while let Ok(Message::Chunk(stream, bytes)) = chunks.try_recv() {
+        got.push((stream, String::from_utf8(bytes).unwrap()));
+    }
+    let expected = [
+        (OutputStream::Stdout, "abc"),
+        (OutputStream::Stderr, "e"),
+        (OutputStream::Stdout, "de"),
+        (OutputStream::Stderr, "r"),
+    ];
+    assert_eq!(got, expected.map(|(stream, text)| (stream, text.to_owned())), "the caps of 5 and 2 hold");
+
+    let (mut p, mut w) = pipes(&limits);
+    let asking = RunRequest { live_output: true, ..request(&limits) };
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, asking, &mut broker, soon(), &cancel, Some(&live));
+    let fake_worker = async {
+        expect_run(&mut w.worker_in).await;
+        let bad = FromWorker::Output { stream: OutputStream::Stdout, base64: "not base64!".into() };
+        write_frame(&mut w.worker_out, &bad).await.unwrap();
+        w
+    };
+    let (fault, _keep) = tokio::join!(parent, fake_worker);
+    assert!(matches!(fault, Err(Fault::Crashed(_))), "{fault:?}");
 }
 
 #[tokio::test]
@@ -150,6 +210,7 @@ async fn garbage_oversized_truncated_and_silent_ends_are_crashes() {
         ("exit", Vec::new()),
         ("second hello", encode(&FromWorker::Hello { version: PROTOCOL_VERSION, pid: 1 }).unwrap()),
         ("fatal", encode(&FromWorker::Fatal { message: "nope".into() }).unwrap()),
+        ("output the run did not ask for", encode(&output(OutputStream::Stdout, b"hi")).unwrap()),
     ];
     for (case, bytes) in cases {
         let fault = fault_after_run(bytes, limits.clone()).await;
@@ -164,13 +225,14 @@ async fn a_silent_worker_times_out_and_a_cancelled_one_is_given_a_grace_period()
     let (mut p, _w) = pipes(&limits);
     let deadline = Instant::now() + Duration::from_millis(100);
     let cancel = CancelToken::new();
-    let fault = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, deadline, &cancel).await;
+    let fault =
+        drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, deadline, &cancel, None).await;
     assert!(matches!(fault, Err(Fault::Timeout)), "{fault:?}");
 
     // A worker that honours `cancel` keeps its outcome (and can be reused) ...
     let (mut p, mut w) = pipes(&limits);
     let cancel = CancelToken::new();
-    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel);
+    let parent = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel, None);
     let fake_worker = async {
         expect_run(&mut w.worker_in).await;
         cancel.cancel();
@@ -187,7 +249,8 @@ async fn a_silent_worker_times_out_and_a_cancelled_one_is_given_a_grace_period()
     let cancel = CancelToken::new();
     cancel.cancel();
     let started = std::time::Instant::now();
-    let fault = drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel).await;
+    let fault =
+        drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, soon(), &cancel, None).await;
     assert!(matches!(fault, Err(Fault::Cancelled)), "{fault:?}");
     assert!(started.elapsed() < Duration::from_secs(4), "the grace period, not the deadline");
 }
@@ -302,7 +365,7 @@ async fn every_run_reads_its_frames_under_its_own_cap() {
         let (mut broker, _) = broker(limits);
         frames.expect(max_reply_frame_bytes(limits));
         let cancel = CancelToken::new();
-        let parent = drive(&mut frames.received, &mut to_worker, request(limits), &mut broker, soon(), &cancel);
+        let parent = drive(&mut frames.received, &mut to_worker, request(limits), &mut broker, soon(), &cancel, None);
         let fake_worker = async {
             expect_run(&mut worker_in).await;
             // A refused frame is never read to its end: the write cannot finish then.
