@@ -91,14 +91,46 @@ async fn main() {
 }
 "#;
 
+/// Dependencies that only give crates the features they have in the workspace's test
+/// build (`cargo test --workspace --all-targets`, which compiles before this test runs),
+/// so that their compiled artifacts serve this crate too. Found by comparing the two
+/// builds' `cargo +nightly build --unit-graph -Zunstable-options` (docs/performance.md,
+/// "CI"): without them, differing features of crates at the bottom of the graph (serde,
+/// libc, tokio…) change the hash of nearly every crate above them.
+const SAME_FEATURES_AS_THE_WORKSPACE: &str = r#"anyhow = "1"
+fnv = "1"
+futures = "0.3"
+futures-channel = "0.3"
+futures-core = "0.3"
+futures-sink = "0.3"
+futures-util = "0.3"
+indexmap = "2"
+libc = { version = "0.2", features = ["extra_traits"] }
+log = { version = "0.4", features = ["std"] }
+rand = "0.10"
+regex-automata = { version = "0.4", default-features = false, features = ["dfa-build"] }
+serde = { version = "1", features = ["rc"] }
+smallvec = { version = "1", features = ["const_new"] }
+tracing-core = "0.1"
+typenum = { version = "1", features = ["const-generics"] }
+zerocopy = { version = "0.8", features = ["derive"] }
+
+[build-dependencies]
+anyhow = "1"
+cc = { version = "1", features = ["parallel"] }
+indexmap = "2"
+"#;
+
 /// Writes the outside host crate into `dir` and builds it; answers the binary.
 ///
-/// It builds into this workspace's own target dir with this workspace's lock file, but
-/// shares few compiled crates with it: the outside crate gets crates.io's wasmtime, not
-/// our `[patch]`, and its features unify differently (serde, tokio, smallvec…), so
-/// nearly every crate is compiled again, unoptimised (see its profile). Cargo releases
-/// the target dir's lock before it runs tests, so this build does not wait for the
-/// `cargo test` running it.
+/// It builds into this workspace's own target dir with this workspace's lock file and
+/// profile, and asks for the features the workspace's test build unifies on the crates
+/// below wasmtime ([`SAME_FEATURES_AS_THE_WORKSPACE`]), so it reuses what that build
+/// compiled: only crates.io's wasmtime (not our `[patch]`), what depends on it and the
+/// outside crate are compiled, unoptimised. Should the workspace's features drift from
+/// that list, the test still passes, compiling more (it prints how many crates). Cargo
+/// releases the target dir's lock before it runs tests, so this build does not wait for
+/// the `cargo test` running it.
 fn build_outside_host_crate(dir: &Path) -> PathBuf {
     let root = repo_root();
     std::fs::create_dir_all(dir.join("src")).unwrap();
@@ -114,17 +146,42 @@ publish = false
 [dependencies]
 wasmbox = {{ path = {host:?}, package = "wasmbox-host" }}
 serde_json = "1"
-tokio = {{ version = "1", features = ["rt-multi-thread", "macros"] }}
-
+# `fs`: as in the workspace (see SAME_FEATURES_AS_THE_WORKSPACE).
+tokio = {{ version = "1", features = ["rt-multi-thread", "macros", "fs"] }}
+{SAME_FEATURES_AS_THE_WORKSPACE}
 # Not a member of any workspace above it.
 [workspace]
 
-# Unoptimised and without debug info: feature sets differ from the workspace's, so this
-# build compiles nearly every crate anew, and the run only loads precompiled guests
-# (the seeded cache), so wasmtime's compiler never runs.
+# The workspace's profile, so that the crates both builds share are compiled once.
+[profile.dev.package."*"]
+opt-level = 2
+debug = false
+
 [profile.dev]
+debug = "line-tables-only"
+
+[profile.dev.package.wasmbox-guest-python]
+opt-level = 0
+debug = "line-tables-only"
+
+[profile.dev.package.wasmbox-guest-js]
+opt-level = 0
+debug = "line-tables-only"
+
+# Compiled for this crate alone: unoptimised, as the run only loads precompiled guests
+# (the seeded cache), so wasmtime's compiler never runs.
+[profile.dev.package.wasmbox-host]
 opt-level = 0
 debug = false
+
+[profile.dev.package.wasmtime]
+opt-level = 0
+
+[profile.dev.package.wasmtime-wasi]
+opt-level = 0
+
+[profile.dev.package.wasmtime-wasi-io]
+opt-level = 0
 "#,
             host = root.join("host").to_str().expect("a UTF-8 checkout path"),
         ),
@@ -147,7 +204,8 @@ debug = false
         .output()
         .expect("cargo starts");
     succeeded("building the outside host crate", &output);
-    eprintln!("built the outside host crate in {:.1?}", started.elapsed());
+    let compiled = text(&output.stderr).lines().filter(|line| line.trim_start().starts_with("Compiling ")).count();
+    eprintln!("built the outside host crate in {:.1?}, compiling {compiled} crates", started.elapsed());
     let built = target_dir.join(format!("debug/outside_host{}", std::env::consts::EXE_SUFFIX));
     // Out of the checkout, so that it still runs with the checkout hidden.
     let binary = dir.join(built.file_name().expect("a file name"));
