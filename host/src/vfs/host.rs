@@ -199,16 +199,7 @@ impl types::Host for VfsCtxView<'_> {
 
 impl types::HostDescriptor for VfsCtxView<'_> {
     fn read_via_stream(&mut self, fd: Resource<Descriptor>, offset: Filesize) -> FsResult<Resource<DynInputStream>> {
-        let (ino, read, _) = self.descriptor(&fd)?;
-        if !read {
-            return Err(ErrorCode::BadDescriptor.into());
-        }
-        let tree = self.vfs.tree().clone();
-        if tree.lock().node_type(ino) != Some(NodeType::File) {
-            return Err(ErrorCode::IsDirectory.into());
-        }
-        tree.lock().retain(ino);
-        let stream: DynInputStream = Box::new(FileStream { tree, ino, position: offset, append: false });
+        let stream: DynInputStream = Box::new(self.file_stream(&fd, offset, Access::Read)?);
         Ok(self.table.push(stream)?)
     }
 
@@ -472,18 +463,37 @@ impl VfsCtxView<'_> {
         offset: u64,
         append: bool,
     ) -> FsResult<Resource<DynOutputStream>> {
-        let (ino, _, write) = self.descriptor(fd)?;
-        if !write {
+        let access = if append { Access::Append } else { Access::Write };
+        let stream: DynOutputStream = Box::new(self.file_stream(fd, offset, access)?);
+        Ok(self.table.push(stream)?)
+    }
+
+    /// A stream over the file `fd` opens, which must allow `access`; the stream keeps
+    /// the file's bytes alive (retained) until it is dropped, as an open file does.
+    fn file_stream(&mut self, fd: &Resource<Descriptor>, offset: u64, access: Access) -> FsResult<FileStream> {
+        let (ino, read, write) = self.descriptor(fd)?;
+        let allowed = if access == Access::Read { read } else { write };
+        if !allowed {
             return Err(ErrorCode::BadDescriptor.into());
         }
         let tree = self.vfs.tree().clone();
-        if tree.lock().node_type(ino) != Some(NodeType::File) {
-            return Err(ErrorCode::IsDirectory.into());
+        {
+            let mut locked = tree.lock();
+            if locked.node_type(ino) != Some(NodeType::File) {
+                return Err(ErrorCode::IsDirectory.into());
+            }
+            locked.retain(ino);
         }
-        tree.lock().retain(ino);
-        let stream: DynOutputStream = Box::new(FileStream { tree, ino, position: offset, append });
-        Ok(self.table.push(stream)?)
+        Ok(FileStream { tree, ino, position: offset, append: access == Access::Append })
     }
+}
+
+/// What a stream over a file does with it.
+#[derive(Clone, Copy, PartialEq)]
+enum Access {
+    Read,
+    Write,
+    Append,
 }
 
 impl types::HostDirectoryEntryStream for VfsCtxView<'_> {
