@@ -7,6 +7,7 @@
 mod command_tool;
 mod describe_tools;
 mod file_flags;
+mod live_output;
 mod mcp_command;
 mod sandbox_flags;
 mod terminal_text;
@@ -20,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 use wasmbox::worker::WorkerConfig;
-use wasmbox::{BuiltinGuest, Engine, EngineConfig, ImportPolicy, Isolation, Outcome, Runtime, Status};
+use wasmbox::{BuiltinGuest, Engine, EngineConfig, ImportPolicy, Isolation, Outcome, RunRequest, Runtime, Status};
 
 #[derive(Parser)]
 #[command(
@@ -266,12 +267,23 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let engine = plan.engine()?;
     let runtime = load_runtime(&engine, lang, args.guest.as_deref(), args.allow_inert_wasi)?;
     let sandbox = plan.sandbox(runtime, tools)?.scope(scope);
-    let outcome = sandbox.run_with_files(&code, &input, &files, &wasmbox::CancelToken::new()).await;
+    let request = RunRequest::new(code).input(input).files(files);
     if args.json {
+        let outcome = sandbox.run_with(request).await;
         println!("{}", serde_json::to_string_pretty(&outcome)?);
-    } else {
-        print_human(&outcome)?;
+        return finish_run(&args, outcome);
     }
+    // People see the output as the script writes it; the outcome's copy is not printed
+    // again.
+    let printer = std::sync::Arc::new(live_output::LivePrinter::new());
+    let outcome = sandbox.run_with(request.output_sink(printer.clone())).await;
+    printer.finish();
+    print_human(&outcome)?;
+    finish_run(&args, outcome)
+}
+
+/// Writes the run's output files, if asked, and turns its status into the exit code.
+fn finish_run(args: &RunArgs, outcome: Outcome) -> Result<ExitCode> {
     if let Some(dir) = &args.output_dir {
         file_flags::write_outputs(dir, &outcome.files)?;
     }
@@ -367,14 +379,14 @@ impl Progress {
     }
 }
 
-/// Prints the guest's output, value and error as text. All of it is the guest's to
-/// choose, so on a terminal its control sequences are shown, not obeyed
+/// Prints what follows the guest's output, which [`live_output`] printed as it came:
+/// a note that it was truncated, the value and the error, as text. All of it is the
+/// guest's to choose, so on a terminal its control sequences are shown, not obeyed
 /// ([`terminal_text`]); a pipe gets the text unchanged.
 fn print_human(outcome: &Outcome) -> Result<()> {
     use terminal_text::escape_on_terminal as shown;
     let mut out = std::io::stdout().lock();
     let terminal = out.is_terminal();
-    out.write_all(shown(&outcome.stdout.text, terminal).as_bytes())?;
     if outcome.stdout.truncated {
         writeln!(out, "\n[stdout truncated]")?;
     }
@@ -385,7 +397,6 @@ fn print_human(outcome: &Outcome) -> Result<()> {
     out.flush()?;
     let mut err = std::io::stderr().lock();
     let terminal = err.is_terminal();
-    err.write_all(shown(&outcome.stderr.text, terminal).as_bytes())?;
     if let Some(error) = &outcome.error {
         if !error.traceback.is_empty() {
             write!(err, "{}", shown(&error.traceback, terminal))?;

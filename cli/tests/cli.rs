@@ -481,3 +481,67 @@ for p in ['/secret.txt', 'secret.txt', '../secret.txt', '/tmp/../../secret.txt']
     let bad_name = wasmbox(dir.path(), &["run", "files.py", "--input-file", "data.csv:../x"], None);
     assert!(String::from_utf8_lossy(&bad_name.stderr).contains(".."), "{:?}", bad_name);
 }
+
+/// Human mode prints the script's output as it is written (cli/src/live_output.rs), in
+/// this process and through a worker: the script prints `ready`, then waits in a tool
+/// until the test has read that line and created a marker file. Were the line printed
+/// only at the end, the marker would never come, and the run would end `timeout`.
+#[test]
+fn human_mode_prints_output_while_the_script_runs() {
+    use std::io::BufRead;
+    for isolation in ["inproc", "worker"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tools.toml"),
+            r#"
+[[tool]]
+name = "wait_for_marker"
+description = "Returns once the file `marker` exists"
+argv = ["sh", "-c", "while [ ! -e marker ]; do sleep 0.05; done; echo true"]
+timeout_ms = 60000
+"#,
+        )
+        .unwrap();
+        // A tool call times out after the run's tool timeout: try again until the marker
+        // is there or the run's deadline ends the script.
+        let script = r#"
+import sys
+print('ready')
+print('also on stderr', file=sys.stderr)
+while True:
+    try:
+        seen = tools.wait_for_marker()
+        break
+    except ToolError:
+        pass
+print('marker seen:', seen)
+"#;
+        std::fs::write(dir.path().join("live.py"), script).unwrap();
+        let args = ["run", "live.py", "--tools", "tools.toml", "--allow", "all", "--timeout-ms", "120000"];
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmbox"))
+            .args(args)
+            .args(["--isolation", isolation])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("wasmbox starts");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert_eq!(first, "ready\n", "{isolation}");
+        std::fs::write(dir.path().join("marker"), "").unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        let stderr = {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut text).unwrap();
+            text
+        };
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{isolation}: {status}\n{rest}\n{stderr}");
+        assert_eq!(rest, "marker seen: True\n", "{isolation}: printed once, not again at the end");
+        assert_eq!(stderr, "also on stderr\n", "{isolation}");
+    }
+}

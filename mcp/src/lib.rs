@@ -42,6 +42,7 @@
 pub mod config;
 pub mod downstream;
 pub mod names;
+pub mod progress;
 mod report;
 pub mod server;
 

@@ -13,14 +13,15 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+    PaginatedRequestParams, ProgressToken, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::{json, Value};
-use wasmbox::{CancelToken, Sandbox, Scope, ToolSummary, Tools};
+use wasmbox::{CancelToken, RunRequest, Sandbox, Scope, ToolSummary, Tools};
 
 use crate::downstream::{Downstream, Refused};
+use crate::progress::OutputProgress;
 use crate::report;
 
 /// The run tool for Python code.
@@ -291,11 +292,15 @@ impl CodeModeServer {
         lines.join("\n")
     }
 
+    /// Runs the code of `args`, stopped when `ct` completes (the client cancelled), its
+    /// output sent to the client as it comes when the request carried a progress token
+    /// ([`crate::progress`]).
     async fn run(
         &self,
         language: Language,
         args: JsonObject,
         ct: impl std::future::Future<Output = ()>,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> CallToolResult {
         let Some(Value::String(code)) = args.get("code") else {
             return failure("`code` must be a string of source code");
@@ -310,7 +315,12 @@ impl CodeModeServer {
             }
         };
         let cancel = CancelToken::new();
-        let run = sandbox.run_cancellable(code, &input, &cancel);
+        let progress = progress.map(|(peer, token)| OutputProgress::start(peer, token));
+        let mut request = RunRequest::new(code.as_str()).input(input).cancel(cancel.clone());
+        if let Some(progress) = &progress {
+            request = request.output_sink(progress.sink());
+        }
+        let run = sandbox.run_with(request);
         tokio::pin!(run);
         let outcome = tokio::select! {
             outcome = &mut run => outcome,
@@ -321,6 +331,9 @@ impl CodeModeServer {
                 run.await
             }
         };
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         report::run_result(&outcome)
     }
 
@@ -452,9 +465,10 @@ impl ServerHandler for CodeModeServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        let progress = context.meta.get_progress_token().map(|token| (context.peer.clone(), token));
         let result = match request.name.as_ref() {
-            RUN_PYTHON => self.run(Language::Python, args, context.ct.cancelled()).await,
-            RUN_JAVASCRIPT => self.run(Language::JavaScript, args, context.ct.cancelled()).await,
+            RUN_PYTHON => self.run(Language::Python, args, context.ct.cancelled(), progress).await,
+            RUN_JAVASCRIPT => self.run(Language::JavaScript, args, context.ct.cancelled(), progress).await,
             SEARCH_TOOLS => self.search(&args),
             other => {
                 return Err(ErrorData::invalid_params(Cow::Owned(format!("no tool named `{other}`")), None));

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
@@ -28,6 +28,8 @@ struct Seen {
     slow_cancelled: Notify,
     cancelled: AtomicBool,
     grown: AtomicBool,
+    /// The client has had `ready\n` as a progress notification.
+    ready_seen: Notify,
 }
 
 #[derive(Clone)]
@@ -60,6 +62,7 @@ impl ServerHandler for Fixture {
             McpTool::new("weather", "Weather, structured", schema(json!({"type": "object"}))),
             McpTool::new("slow", "Waits until cancelled", schema(json!({"type": "object"}))),
             McpTool::new("grow", "Adds the tool `late-tool`", schema(json!({"type": "object"}))),
+            McpTool::new("await-ready", "Waits until the client saw `ready`", schema(json!({"type": "object"}))),
         ];
         if self.seen.grown.load(Ordering::SeqCst) {
             tools.push(McpTool::new("late-tool", "Arrived later", schema(json!({"type": "object"}))));
@@ -98,6 +101,10 @@ impl ServerHandler for Fixture {
                 CallToolResult::success(vec![ContentBlock::text("grown")])
             }
             "late-tool" => CallToolResult::success(vec![ContentBlock::text("\"late\"")]),
+            "await-ready" => {
+                self.seen.ready_seen.notified().await;
+                CallToolResult::success(vec![ContentBlock::text("\"seen live\"")])
+            }
             other => return Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         };
         Ok(result.into())
@@ -110,15 +117,32 @@ struct Setup {
     client: RunningService<RoleClient, Watcher>,
 }
 
-/// The agent's side: counts `tools/list_changed` from the code-mode server.
+/// The agent's side: counts `tools/list_changed` from the code-mode server, and keeps
+/// the progress notifications (message, progress).
 #[derive(Clone, Default)]
 struct Watcher {
     changed: Arc<Notify>,
+    seen: Arc<Seen>,
+    progress: Arc<std::sync::Mutex<Vec<(String, f64)>>>,
+    progressed: Arc<Notify>,
 }
 
 impl ClientHandler for Watcher {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changed.notify_one();
+    }
+
+    // rmcp 3.11's client does not pass a notification's `_meta` on (the stream of each
+    // message is checked on the wire by wasmbox-mcp's unit test instead).
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let message = params.message.unwrap_or_default();
+        let mut progress = self.progress.lock().unwrap();
+        progress.push((message, params.progress));
+        if progress.iter().map(|(m, _)| m.as_str()).collect::<String>().starts_with("ready\n") {
+            self.seen.ready_seen.notify_one();
+        }
+        drop(progress);
+        self.progressed.notify_one();
     }
 }
 
@@ -161,7 +185,8 @@ async fn setup(scope: Scope, limits: Limits) -> Setup {
         let _ = server.serve_stream(read, write).await;
     });
     let (read, write) = tokio::io::split(client_end);
-    let client = Watcher::default().serve((read, write)).await.expect("the client connects");
+    let watcher = Watcher { seen: Arc::clone(&seen), ..Watcher::default() };
+    let client = watcher.serve((read, write)).await.expect("the client connects");
     Setup { seen, downstream, client }
 }
 
@@ -298,4 +323,29 @@ async fn list_changed_refreshes_the_catalogue() {
     assert_eq!(outcome["value"], "late", "{outcome}");
     let tools = setup.client.peer().list_all_tools().await.unwrap();
     assert!(tools[0].description.as_deref().unwrap().contains("fixture__late_tool"));
+}
+
+/// rmcp's client puts a progress token on every request: the run's output comes as
+/// `notifications/progress` while the code runs. The guest prints `ready`, then waits in
+/// a downstream tool until the client has had `ready` as a notification; were the output
+/// sent only with the result, the tool would wait until its timeout and fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_output_reaches_the_client_as_progress_while_the_code_runs() {
+    let limits = Limits { tool_timeout_ms: 60_000, timeout_ms: 90_000, ..Limits::default() };
+    let setup = setup(Scope::All, limits).await;
+    let code = "import sys\nprint('ready')\nprint('warn', file=sys.stderr)\nr = tools.fixture__await_ready()\nprint('after')\nr";
+    let (outcome, is_error) = run(&setup, code).await;
+    assert!(!is_error, "{outcome}");
+    assert_eq!(outcome["value"], "seen live", "{outcome}");
+    assert_eq!((outcome["stdout"].as_str(), outcome["stderr"].as_str()), (Some("ready\nafter\n"), Some("warn\n")));
+    let watcher = setup.client.service();
+    // Every notification precedes the result on the wire, but the client may handle
+    // them after it; bounded only so that a lost one fails instead of hanging the test.
+    let collected = || -> String { watcher.progress.lock().unwrap().iter().map(|(m, _)| m.as_str()).collect() };
+    while collected() != "ready\nwarn\nafter\n" {
+        let more = tokio::time::timeout(Duration::from_secs(30), watcher.progressed.notified()).await;
+        assert!(more.is_ok(), "notified: {:?}", watcher.progress.lock().unwrap());
+    }
+    let progress: Vec<f64> = watcher.progress.lock().unwrap().iter().map(|(_, p)| *p).collect();
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "progress increases: {progress:?}");
 }
