@@ -23,6 +23,8 @@ use crate::wasi;
 /// Runs `code` on a fresh instance of `runtime` under `limits`, its tool calls answered
 /// by `broker`, its output also passed to `live` as it is written. Every ending is an
 /// [`Outcome`] (run id and wall time left for the caller).
+// The run's parts, each used once; a struct for them would only be unpacked here.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     runtime: &Runtime,
     limits: &Limits,

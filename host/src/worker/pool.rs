@@ -213,6 +213,8 @@ impl WorkerPool {
 
     /// Runs in a worker. The parent's `broker` answers every tool call, so scope,
     /// budgets and the trail are the parent's, whatever the worker claims.
+    // The run's parts, each used once; a struct for them would only be unpacked here.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run(
         &self,
         limits: &Limits,
