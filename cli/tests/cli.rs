@@ -482,6 +482,33 @@ for p in ['/secret.txt', 'secret.txt', '../secret.txt', '/tmp/../../secret.txt']
     assert!(String::from_utf8_lossy(&bad_name.stderr).contains(".."), "{:?}", bad_name);
 }
 
+/// The same from JavaScript, through its `fs` global (guests/js/fs.js).
+#[test]
+fn javascript_input_files_in_and_output_files_out() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.csv"), "a,b\n1,2\n").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "hunter2").unwrap();
+    let script = r#"
+const rows = fs.readFileSync('/input/data.csv', 'utf8').trim().split('\n');
+fs.mkdirSync('/output/sub', { recursive: true });
+fs.writeFileSync('/output/sub/rows.txt', String(rows.length));
+fs.writeFileSync('/output/a:b', 'colon');
+const seen = ['/secret.txt', 'secret.txt', '../secret.txt', '/tmp/../../secret.txt'].filter((p) => fs.existsSync(p));
+let readOnly;
+try { fs.writeFileSync('/input/data.csv', ''); } catch (e) { readOnly = e.code; }
+return [fs.readdirSync('/input'), seen, readOnly];
+"#;
+    std::fs::write(dir.path().join("files.js"), script).unwrap();
+    let out = dir.path().join("out");
+    let args = ["run", "files.js", "--input-file", "data.csv", "--output-dir", out.to_str().unwrap()];
+    let output = wasmbox(dir.path(), &args, None);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.trim(), r#"[["data.csv"],[],"EROFS"]"#);
+    assert_eq!(std::fs::read_to_string(out.join("sub").join("rows.txt")).unwrap(), "2");
+    assert_eq!(std::fs::read_to_string(out.join("a_b")).unwrap(), "colon");
+}
+
 /// Human mode prints the script's output as it is written (cli/src/live_output.rs), in
 /// this process and through a worker: the script prints `ready`, then waits in a tool
 /// until the test has read that line and created a marker file. Were the line printed

@@ -484,7 +484,9 @@ function errorMessage(e) {
 // once with the same compile() call, so it is right whatever path the build used.
 const AsyncFunction = (async function () {}).constructor;
 const HEADER_LINES = 2;
-function compile(Ctor, code) { return new Ctor(code); }
+// The header lines of the function being run: one more in a session's step (KEEP_PARAM).
+let headerLines = HEADER_LINES;
+function compile(Ctor, code, param) { return param === undefined ? new Ctor(code) : new Ctor(param, code); }
 const SITE = safe(() => {
   const stack = compile(Function, 'return new Error().stack')();
   const m = /@(.* line \d+ > )Function:\d+:\d+/.exec(stack);
@@ -512,9 +514,9 @@ export function userFrames(stack) {
     let m = /^:(\d+):(\d+)$/.exec(rest);
     let where;
     if (m) {
-      where = `<code>:${m[1] - HEADER_LINES}:${m[2]}`;
+      where = `<code>:${m[1] - headerLines}:${m[2]}`;
     } else if ((m = /^ line (\d+) > (.*)$/.exec(rest))) {
-      where = `<code>:${m[1] - HEADER_LINES} > ${m[2]}`;
+      where = `<code>:${m[1] - headerLines} > ${m[2]}`;
     } else {
       continue;
     }
@@ -558,7 +560,7 @@ function syntaxError(e, code) {
   const message = clean(errorMessage(e));
   let traceback = `SyntaxError: ${message}`;
   safe(() => {
-    const line = e.lineNumber - HEADER_LINES;
+    const line = e.lineNumber - headerLines;
     const lines = code.split(/\r\n|[\n\r\u2028\u2029]/);
     if (line >= 1 && line <= lines.length) {
       const col = Math.max(1, e.columnNumber | 0);
@@ -636,16 +638,7 @@ export function hideDynamicImport(code) {
         || REGEX_AFTER_WORD.has(prev);
       i++;
       if (regexOk) {
-        let cls = false;
-        while (i < n && code[i] !== '\n') {
-          const d = code[i];
-          if (d === '\\') { i += 2; continue; }
-          i++;
-          if (d === '[') cls = true;
-          else if (d === ']') cls = false;
-          else if (d === '/' && !cls) break;
-        }
-        while (i < n && /[a-z]/i.test(code[i])) i++;
+        i = regexEnd(code, i);
         prev = 'x';
       } else {
         prev = '/';
@@ -677,6 +670,22 @@ export function hideDynamicImport(code) {
   return result + code.slice(last);
 }
 
+/** Where a regular expression literal whose body starts at `i` ends (past its flags). */
+function regexEnd(code, i) {
+  const n = code.length;
+  let cls = false;
+  while (i < n && code[i] !== '\n') {
+    const d = code[i];
+    if (d === '\\') { i += 2; continue; }
+    i++;
+    if (d === '[') cls = true;
+    else if (d === ']') cls = false;
+    else if (d === '/' && !cls) break;
+  }
+  while (i < n && /[a-z]/i.test(code[i])) i++;
+  return i;
+}
+
 // `import(x) { ... }` is a method named import (in a class or object literal), not a call.
 function isMethodDefinition(code, open) {
   let depth = 0;
@@ -691,6 +700,243 @@ function importStandin(specifier) {
   return Promise.reject(new TypeError(
     `import(${safe(() => stringify(String(specifier)), '?')}) is not available: `
     + 'the sandbox has no modules; reach the outside world through `tools`'));
+}
+
+// ------------------------------------------------------------- session steps
+// A run is one call on a fresh instance. The host calls an instance again only in a
+// session (host/src/session), which it opens with an empty call, so every call after the
+// first is a step of a session. A step's code is the body of an async function, like a
+// run's, so its top-level `let`, `const`, `var`, `function` and `class` would die with it:
+// topLevelNames finds them, and the step starts with one line, `ɪkeep([[name, get, set],
+// ...])`, whose closures see the step's own bindings. When the step ends, every binding
+// that was initialised becomes an accessor on the global object (keepBindings), so later
+// steps, and the functions of this one, read and write the same binding: `count = 10` in a
+// later step changes what a function of this step sees, and a `const` stays constant.
+export const KEEP_PARAM = '\u026Akeep'; // "ɪkeep": not a name code would write
+
+const PUNCTUATORS = ['>>>=', '...', '===', '!==', '**=', '<<=', '>>=', '>>>', '&&=', '||=', '??=',
+  '=>', '==', '!=', '<=', '>=', '&&', '||', '??', '?.', '++', '--', '+=', '-=', '*=', '/=', '%=',
+  '&=', '|=', '^=', '**', '<<', '>>'];
+const OPENERS = new Set(['(', '[', '{', '${']);
+const CLOSERS = new Set([')', ']', '}', '}`']);
+// A newline before one of these does not end an expression.
+const CONTINUES = new Set(['in', 'of', 'instanceof']);
+const VALUE_WORDS = new Set(['this', 'null', 'true', 'false', 'super']);
+
+/**
+ * The tokens of `code`: {k: 'name' | 'num' | 'str' | 'tmpl' | 'regex' | 'p', v, nl}, `nl`
+ * when a line break precedes the token. A template's `${` and the `}` that closes it are
+ * tokens of their own (`${`, `}\``), so brackets balance. Good enough to find declarations,
+ * not a parser: what it gets wrong only loses a declaration across steps.
+ */
+export function tokenize(code) {
+  const tokens = [];
+  const n = code.length;
+  const braces = []; // '{' for a block or object, '`' for a template's ${ }
+  let i = 0;
+  let nl = false;
+  const push = (k, v) => {
+    tokens.push({ k, v, nl });
+    nl = false;
+  };
+  const regexAllowed = () => {
+    const prev = tokens[tokens.length - 1];
+    if (!prev) return true;
+    if (prev.k === 'name') return REGEX_AFTER_WORD.has(prev.v);
+    return prev.k === 'p' && prev.v !== ')' && prev.v !== ']' && prev.v !== '}`';
+  };
+  const template = (start) => { // i is just inside a template
+    while (i < n) {
+      const c = code[i];
+      if (c === '\\') i += 2;
+      else if (c === '`') { i++; push('tmpl', code.slice(start, i)); return; }
+      else if (c === '$' && code[i + 1] === '{') {
+        push('tmpl', code.slice(start, i));
+        i += 2;
+        braces.push('`');
+        push('p', '${');
+        return;
+      } else i++;
+    }
+    push('tmpl', code.slice(start, i));
+  };
+  while (i < n) {
+    const c = code[i];
+    if (c === '\n' || c === '\r' || c === '\u2028' || c === '\u2029') { nl = true; i++; continue; }
+    if (/\s/.test(c)) { i++; continue; }
+    if (code.startsWith('//', i)) {
+      while (i < n && code[i] !== '\n') i++;
+      continue;
+    }
+    if (code.startsWith('/*', i)) {
+      const end = code.indexOf('*/', i + 2);
+      const stop = end < 0 ? n : end + 2;
+      if (/[\n\r\u2028\u2029]/.test(code.slice(i, stop))) nl = true;
+      i = stop;
+      continue;
+    }
+    const start = i;
+    if (c === '"' || c === "'") {
+      i++;
+      while (i < n && code[i] !== c && code[i] !== '\n') i += code[i] === '\\' ? 2 : 1;
+      i++;
+      push('str', code.slice(start, i));
+    } else if (c === '`') {
+      i++;
+      template(start);
+    } else if (c === '}' && braces[braces.length - 1] === '`') {
+      braces.pop();
+      push('p', '}`');
+      i++;
+      template(i);
+    } else if (/[A-Za-z_$\u0080-\uffff\\]/.test(c)) {
+      while (i < n && /[\w$\u0080-\uffff\\]/.test(code[i])) i++;
+      push('name', code.slice(start, i));
+    } else if (/[0-9]/.test(c) || (c === '.' && /[0-9]/.test(code[i + 1]))) {
+      while (i < n && /[\w.]/.test(code[i])) i += /[eE]/.test(code[i]) && /[+-]/.test(code[i + 1]) ? 2 : 1;
+      push('num', code.slice(start, i));
+    } else if (c === '/' && regexAllowed()) {
+      i = regexEnd(code, i + 1);
+      push('regex', code.slice(start, i));
+    } else {
+      const p = PUNCTUATORS.find((q) => code.startsWith(q, i)) || c;
+      if (p === '{') braces.push('{');
+      else if (p === '}') braces.pop();
+      i += p.length;
+      push('p', p);
+    }
+  }
+  return tokens;
+}
+
+function endsValue(t) {
+  if (!t) return false;
+  if (t.k === 'name') return !REGEX_AFTER_WORD.has(t.v) || VALUE_WORDS.has(t.v);
+  return t.k !== 'p' || t.v === ')' || t.v === ']' || t.v === '}' || t.v === '}`' || t.v === '++' || t.v === '--';
+}
+
+/**
+ * The names the top level of `code` (a function body) declares with `let`, `const`, `var`,
+ * `function` or `class`, destructuring patterns included, in order and without repeats.
+ */
+export function topLevelNames(code) {
+  const t = tokenize(code);
+  const names = [];
+  const add = (tok) => {
+    if (tok && tok.k === 'name' && !tok.v.includes('\\') && !names.includes(tok.v)) names.push(tok.v);
+  };
+  const is = (j, v) => t[j] !== undefined && t[j].k === 'p' && t[j].v === v;
+  // From an opener at j, the index just past its closer.
+  const skipGroup = (j) => {
+    let depth = 0;
+    for (; j < t.length; j++) {
+      if (t[j].k !== 'p') continue;
+      if (OPENERS.has(t[j].v)) depth++;
+      else if (CLOSERS.has(t[j].v) && --depth === 0) return j + 1;
+    }
+    return j;
+  };
+  // An initializer or default from j: up to a `,` or `;` at its own depth, a closer of
+  // the enclosing group, or a line break between two operands (where ASI ends it).
+  const skipExpression = (j, inPattern) => {
+    for (; j < t.length; j++) {
+      const tok = t[j];
+      if (tok.k === 'p') {
+        if (tok.v === ',' || tok.v === ';' || CLOSERS.has(tok.v)) return j;
+        if (OPENERS.has(tok.v)) { j = skipGroup(j) - 1; continue; }
+      } else if (!inPattern && tok.nl && endsValue(t[j - 1]) && !(tok.k === 'name' && CONTINUES.has(tok.v))) {
+        return j;
+      }
+    }
+    return j;
+  };
+  // A binding at j (a name or a pattern); returns the next index.
+  const binding = (j) => {
+    if (is(j, '[') || is(j, '{')) return pattern(j);
+    add(t[j]);
+    return j + 1;
+  };
+  // A binding inside a pattern, then its default.
+  const target = (j) => {
+    j = binding(j);
+    return is(j, '=') ? skipExpression(j + 1, true) : j;
+  };
+  const pattern = (j) => {
+    const object = is(j, '{');
+    j++;
+    while (j < t.length && !is(j, object ? '}' : ']')) {
+      if (is(j, ',')) { j++; continue; }
+      if (is(j, '...')) { j = target(j + 1); continue; }
+      if (!object) { j = target(j); continue; }
+      // a key: a name, a string or number, or [computed]; then `: target` or shorthand
+      const key = j;
+      j = is(j, '[') ? skipGroup(j) : j + 1;
+      if (is(j, ':')) j = target(j + 1);
+      else {
+        add(t[key]);
+        if (is(j, '=')) j = skipExpression(j + 1, true);
+      }
+      if (!is(j, ',') && !is(j, '}')) j = skipExpression(j, true); // something unexpected: move on
+    }
+    return j + 1;
+  };
+  let depth = 0;
+  for (let j = 0; j < t.length; j++) {
+    const tok = t[j];
+    if (tok.k === 'p') {
+      if (OPENERS.has(tok.v)) depth++;
+      else if (CLOSERS.has(tok.v)) depth--;
+      continue;
+    }
+    if (depth !== 0 || tok.k !== 'name') continue;
+    const prev = t[j - 1];
+    const starts = !prev || is(j - 1, ';') || is(j - 1, '}') || (tok.nl && endsValue(prev));
+    if (!starts) continue;
+    const next = t[j + 1];
+    if ((tok.v === 'let' || tok.v === 'const' || tok.v === 'var')
+      && next && (next.k === 'name' || is(j + 1, '[') || is(j + 1, '{'))
+      && !(tok.v === 'let' && next.k === 'name' && CONTINUES.has(next.v))) {
+      let k = j + 1;
+      for (;;) {
+        k = binding(k);
+        if (!is(k, '=')) {
+          if (is(k, ',')) { k++; continue; }
+          break;
+        }
+        k = skipExpression(k + 1, false);
+        if (!is(k, ',')) break;
+        k++;
+      }
+      j = k - 1;
+    } else if (tok.v === 'function' || (tok.v === 'async' && next && next.v === 'function' && !next.nl)) {
+      let k = tok.v === 'async' ? j + 2 : j + 1;
+      if (is(k, '*')) k++;
+      add(t[k]);
+    } else if (tok.v === 'class' && next && next.k === 'name' && next.v !== 'extends') {
+      add(next);
+    }
+  }
+  return names;
+}
+
+/** The line a step starts with: hands its top-level bindings' accessors to KEEP_PARAM. */
+export function keepLine(names) {
+  const setter = '\u026Av';
+  const items = names.map((name) => `[${stringify(name)},()=>${name},(${setter})=>{${name}=${setter}}]`);
+  return `${KEEP_PARAM}([${items.join(',')}]);\n`;
+}
+
+/** Makes each binding that was initialised an accessor of `global`. */
+function keepBindings(global, bindings) {
+  for (let i = 0; i < bindings.length; i++) {
+    const [name, get, set] = bindings[i];
+    try {
+      get(); // a binding never initialised (its step threw first) throws: not kept
+      defineProperty(global, name, { get, set, enumerable: true, configurable: true });
+    } catch {
+      // not initialised, or a global that cannot be redefined (`undefined`, `NaN`)
+    }
+  }
 }
 
 // ---------------------------------------------------------------------- console
@@ -928,6 +1174,7 @@ const TIMER_NAMES = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval
  */
 export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS }) {
   let current = null; // the state of the run in progress
+  let calls = 0; // after the first, every call is a session's step ("session steps")
 
   function output(value) {
     const state = current;
@@ -959,11 +1206,26 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     }
 
     let fn;
+    let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
+    headerLines = HEADER_LINES;
     try {
-      fn = compile(AsyncFunction, hideDynamicImport(code));
+      const source = hideDynamicImport(code);
+      const names = ++calls > 1 ? topLevelNames(source) : [];
+      if (names.length) {
+        try {
+          fn = compile(AsyncFunction, keepLine(names) + source, KEEP_PARAM);
+          headerLines = HEADER_LINES + 1;
+        } catch {
+          // the code's own error, with its own line numbers, comes from compiling it as it is
+        }
+      }
+      if (!fn) fn = compile(AsyncFunction, source);
     } catch (e) {
       return e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e));
     }
+    const keep = (bindings) => {
+      kept = bindings;
+    };
 
     // The names the code sees. Globals, not parameters: `const output = ...` in the code
     // must shadow them, not be a redeclaration error.
@@ -1012,12 +1274,13 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
           if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
           wake();
         };
-        promiseThen.call(fn(), (value) => finish({ value }), (error) => finish({ error }));
+        promiseThen.call(fn(keep), (value) => finish({ value }), (error) => finish({ error }));
         wake();
       });
     } finally {
       state.closed = true;
       timers.clearAll();
+      if (kept) keepBindings(global, kept);
     }
 
     if (state.violation !== null) return fail('contract', state.violation);

@@ -25,8 +25,15 @@ Object.assign(console, makeConsole(sink));
 // the instance. The only way out of the guest is `tools`.
 delete globalThis.fetch;
 
+const run = createRunner({ host: { call, listTools }, timers });
+
 export const runner = {
-  run: createRunner({ host: { call, listTools }, timers }),
+  run(code, inputJson) {
+    // What the tools.call binding allocated in an earlier export call (a session's earlier
+    // step) has been freed since (bindings/tool_call.js).
+    call.forgetAllocations?.();
+    return run(code, inputJson);
+  },
 };
 
 // Make every standard class of the code's realm now, into the snapshot: SpiderMonkey

@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, topLevelNames, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -36,7 +36,9 @@ const host = {
 };
 const timers = { setTimeout, clearTimeout, setInterval, clearInterval };
 // node clamps setTimeout(0) to 1 ms; a few idle turns are enough without native streams
-const run = createRunner({ host, timers, maxIdleTurns: 3 });
+// A fresh runner per run, as every run is a fresh instance; a session reuses one.
+const newRunner = () => createRunner({ host, timers, maxIdleTurns: 3 });
+const run = (code, inputJson) => newRunner()(code, inputJson);
 
 const ok = (val) => ({ tag: 'ok', val });
 const contract = (val) => ({ tag: 'err', val: { tag: 'contract', val } });
@@ -258,4 +260,33 @@ test('errors: syntax, thrown values, dynamic import', async () => {
   const timer = await exception('setTimeout(() => { throw new TypeError("in timer") }, 0); await new Promise(r => setTimeout(r, 20))');
   assert.deepEqual([timer.kind, timer.message], ['TypeError', 'in timer']);
   assert.deepEqual(await run('try { await import("node:fs") } catch (e) { return e.name }', 'null'), ok('"TypeError"'));
+});
+
+test('sessions: top-level declarations and their names', () => {
+  const names = (code) => topLevelNames(code);
+  assert.deepEqual(names('let a = 1, b = [2, 3], c\nconst {d, e: [f, g = h], ...i} = obj; var [j, , ...k] = l'),
+    ['a', 'b', 'c', 'd', 'f', 'g', 'i', 'j', 'k']);
+  assert.deepEqual(names('function f() { let inner = 1 }\nasync function* g() {}\nclass C extends D {}'), ['f', 'g', 'C']);
+  assert.deepEqual(names('const f = () => {\n  let inner;\n}\nlet after = `${x}` + /re}/.source\nfor (let i = 0; ;) {}'),
+    ['f', 'after']);
+  assert.deepEqual(names('x = function named() {}; y = class K {}; { let block } if (a) { const b = 1 }'), []);
+  assert.deepEqual(names('let a = b\nc()\nlet d = 1'), ['a', 'd']);
+  assert.deepEqual(names('let a = b\n  .map(f)\n  in c'), ['a']);
+  assert.deepEqual(names('const o = {a: 1, b: {c: 2}}, p = 3; label: for (;;) break label'), ['o', 'p']);
+});
+
+test('sessions: declarations persist across steps, sharing one binding', async () => {
+  const step = newRunner();
+  assert.deepEqual(await step('', 'null'), ok('null'), 'the host opens a session with an empty call');
+  assert.deepEqual(await step('let count = 0; const base = 40\nfunction inc() { return ++count }\nclass Box {}', 'null'),
+    ok('null'));
+  assert.deepEqual(await step('inc(); inc(); return [count, base, typeof Box]', 'null'), ok('[2,40,"function"]'));
+  assert.deepEqual(await step('count = 10; return inc()', 'null'), ok('11'));
+  const error = await step('base = 1', 'null');
+  assert.equal(error.val.val.kind, 'TypeError', JSON.stringify(error));
+  // (Line numbers in tracebacks are SpiderMonkey's: tests/all/sessions.rs checks them.)
+  assert.equal((await step('let z = 1;\n\nnull.boom', 'null')).val.val.kind, 'TypeError');
+  assert.equal((await step('throw new Error("first");\nlet never = 1', 'null')).val.val.message, 'first');
+  assert.deepEqual(await step('return [typeof never, z]', 'null'), ok('["undefined",1]'), 'kept only once initialised');
+  for (const name of ['count', 'base', 'inc', 'Box', 'z']) delete globalThis[name];
 });

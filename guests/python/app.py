@@ -246,7 +246,9 @@ _scan = json.decoder.JSONDecoder().scan_once
 
 # The filename of this module's frames, which tracebacks shown to guest code leave out.
 _HERE = inspect.currentframe().f_code.co_filename
+# A run's code is `<code>`; a session's steps are `<code-1>`, `<code-2>`, ... (see _execute).
 _CODE_NAME = "<code>"
+_STEP_NAME = "<code-%d>"
 
 # ------------------------------------------------------------------------- stdio
 class _WriteAll(io.RawIOBase):
@@ -705,9 +707,15 @@ class _Rewriter(ast.NodeTransformer):
     user's own text.
     """
 
-    def __init__(self, tree):
+    def __init__(self, tree, namespace=None):
         self.module_aliases = set()  # names bound to the asyncio module
         self.imported = {}  # local name -> asyncio function name (from asyncio import run)
+        # A session's step also sees what earlier steps imported.
+        for name, value in (namespace or {}).items():
+            if value is asyncio:
+                self.module_aliases.add(name)
+            elif type(value) is types.FunctionType and getattr(asyncio, value.__name__, None) is value:
+                self.imported[name] = value.__name__
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -939,7 +947,7 @@ def _trim(te, seen):
     seen.add(id(te))
     frames = [f for f in te.stack if f.filename != _HERE]
     for i, frame in enumerate(frames):
-        if frame.filename == _CODE_NAME:
+        if frame.filename == _CODE_NAME or frame.filename.startswith("<code-"):
             frames = frames[i:]
             break
     te.stack = traceback.StackSummary.from_list(frames)
@@ -984,13 +992,13 @@ def _syntax_error(exc, lines):
 _REWRITER_WORDS = re.compile("|".join(["await", "asyncio", *_TAKES_ANY_RECEIVER]))
 
 
-def _compile(code):
-    tree = ast.parse(code, _CODE_NAME, "exec")
+def _compile(code, filename=_CODE_NAME, namespace=None):
+    tree = ast.parse(code, filename, "exec")
     # The parser reads identifiers NFKC-normalised (`ｇather` is `gather`); so does the test.
     text = code if code.isascii() else unicodedata.normalize("NFKC", code)
     rewrite = _REWRITER_WORDS.search(text) is not None
     if rewrite:
-        tree = _Rewriter(tree).visit(tree)
+        tree = _Rewriter(tree, namespace).visit(tree)
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         # REPL style: the value of a final expression statement is the run's value.
         last = tree.body[-1]
@@ -998,11 +1006,18 @@ def _compile(code):
         tree.body[-1] = ast.copy_location(ast.Assign(targets=[target], value=last.value), last)
     if rewrite:
         ast.fix_missing_locations(tree)  # the rewriter's new nodes; the two above have theirs
-    return compile(tree, _CODE_NAME, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    return compile(tree, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
 
 
 def _fresh_module(input_value):
     module = types.ModuleType("__main__")
+    _give_names(module, input_value)
+    return module
+
+
+def _give_names(module, input_value):
+    """Puts the names a run's code sees into `module`: every step of a session again,
+    since code may have rebound them."""
     module.__dict__.update({
         "__builtins__": builtins,
         "tools": TOOLS,
@@ -1015,7 +1030,33 @@ def _fresh_module(input_value):
     })
     for cls in _TOOL_ERRORS:
         module.__dict__[cls.__name__] = cls
-    return module
+
+
+# ---------------------------------------------------------------------- sessions
+# A run is one call of `run` on a fresh instance. The host calls an instance again only
+# in a session (host/src/session), which it opens with an empty call, so every call after
+# the first is a step of a session: its code runs in the module of the calls before it,
+# and its filename is `<code-N>` (step N) so that a traceback through a function an
+# earlier step defined shows that step's lines. Nothing in the code or the input can
+# choose this: only the host calling the same instance again.
+_calls = 0
+_session_module = None
+# Source of the steps whose functions may still raise, for tracebacks: the most recent
+# ones, at most this many and this many characters in all (older frames show no line).
+_MAX_KEPT_STEPS = 100
+_MAX_KEPT_CHARS = 4 << 20
+_kept_steps = []
+
+
+def _keep_source(filename, code, lines):
+    # mtime None keeps linecache.checkcache from dropping it.
+    linecache.cache[filename] = (len(code), None, lines, filename)
+    _kept_steps.append((filename, len(code)))
+    total = sum(size for _, size in _kept_steps)
+    while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or total > _MAX_KEPT_CHARS):
+        old, size = _kept_steps.pop(0)
+        linecache.cache.pop(old, None)
+        total -= size
 
 
 def _drop_current_loop():
@@ -1028,9 +1069,11 @@ def _drop_current_loop():
 
 def _execute(code, input_json):
     """One run. Returns the JSON text of its value or raises _Failure(variant)."""
-    global _state
+    global _state, _calls, _session_module
     _state = _RunState()
     _POLICY.set_event_loop(None)
+    _calls += 1
+    step = _calls - 1  # 0 for a run (or a session's opening call)
 
     if input_json.strip() in ("", "null"):
         input_value = None
@@ -1041,14 +1084,22 @@ def _execute(code, input_json):
             raise _Failure(RunError_Contract(_clean("input is not valid JSON: %s" % e)))
 
     lines = code.splitlines(True)
+    module = _session_module
+    filename = _STEP_NAME % step if step else _CODE_NAME
     try:
-        code_obj = _compile(code)
+        code_obj = _compile(code, filename, module and module.__dict__)
     except (SyntaxError, ValueError) as e:  # ValueError: e.g. NUL bytes on older Pythons
         raise _Failure(RunError_Syntax(_syntax_error(e, lines)))
 
-    # Source lines for tracebacks; mtime None keeps linecache.checkcache from dropping it.
-    linecache.cache[_CODE_NAME] = (len(code), None, lines, _CODE_NAME)
-    module = _fresh_module(input_value)
+    if module is None:
+        # Source lines for tracebacks; mtime None keeps linecache.checkcache from dropping it.
+        linecache.cache[_CODE_NAME] = (len(code), None, lines, _CODE_NAME)
+        module = _session_module = _fresh_module(input_value)
+    else:
+        _keep_source(filename, code, lines)
+        _give_names(module, input_value)
+        # The value of this step's final expression, not an earlier step's.
+        module.__dict__.pop(_H_LAST, None)
     # A real __main__ module: dataclasses, typing and enum look classes' modules up there.
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = module

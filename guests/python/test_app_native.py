@@ -181,8 +181,16 @@ import app  # noqa: E402  (needs the fakes above)
 
 
 # ------------------------------------------------------------------- helpers
-def run(code, input_json="null"):
-    """('ok', value) or (variant class name, payload)."""
+def fresh_instance():
+    """What a new wasm instance starts from: no earlier call, so no session."""
+    app._calls = 0
+    app._session_module = None
+
+
+def run(code, input_json="null", fresh=True):
+    """('ok', value) or (variant class name, payload); on a fresh instance unless told."""
+    if fresh:
+        fresh_instance()
     try:
         text = app.Runner().run(code, input_json)
     except Err as e:
@@ -660,6 +668,49 @@ class FakesMatchGeneratedBindings(unittest.TestCase):
         self.assertEqual(list(real_exports), ["Runner"])
         self.assertEqual({k: v for k, v in real_types.items() if k in ("Some", "Ok", "Err")},
                          {"Some": ["value"], "Ok": ["value"], "Err": ["value"]})
+
+
+class SessionTests(Base):
+    """Calls after the first on one instance are a session's steps (app.py, "sessions")."""
+
+    def step(self, code, input_json="null"):
+        return run(code, input_json, fresh=False)
+
+    def test_a_session_keeps_its_module_and_pops_the_last_value(self):
+        fresh_instance()
+        self.assertEqual(self.step("")[:2], ("ok", None))  # the host's opening call
+        self.assertEqual(self.step("import math\nx = 2\ndef f(n):\n    return n * x\nf(3)")[:2], ("ok", 6))
+        self.assertEqual(self.step("y = math.floor(f(1.5))")[:2], ("ok", None))
+        self.assertEqual(self.step("tools = None\n[y, INPUT]", '{"a": 1}')[:2], ("ok", [3, {"a": 1}]))
+        self.assertEqual(self.step("tools.add(a=1, b=2)")[:2], ("ok", 3))
+
+    def test_tracebacks_name_the_step_that_defined_the_frame(self):
+        fresh_instance()
+        self.step("")
+        self.step("def f():\n    raise ValueError('one')")
+        kind, payload = self.step("\nf()")[:2]
+        self.assertEqual(kind, "RunError_Exception")
+        self.assertIn('File "<code-2>", line 2', payload.traceback)
+        self.assertIn('File "<code-1>", line 2, in f', payload.traceback)
+        self.assertIn("raise ValueError('one')", payload.traceback)
+
+    def test_an_earlier_steps_asyncio_import_is_seen_by_the_rewriter(self):
+        fresh_instance()
+        self.step("")
+        self.step("import asyncio as aio\nfrom asyncio import wait_for as wf")
+        self.assertEqual(self.step("await aio.wait_for(tools.add(a=1, b=1), 1)")[:2], ("ok", 2))
+        self.assertEqual(self.step("await wf(tools.add(a=2, b=2), 1)")[:2], ("ok", 4))
+
+    def test_the_kept_source_is_bounded(self):
+        fresh_instance()
+        self.step("")
+        for _ in range(app._MAX_KEPT_STEPS + 5):
+            self.step("pass")
+        self.assertEqual(len(app._kept_steps), app._MAX_KEPT_STEPS)
+        self.assertNotIn("<code-1>", app.linecache.cache)
+
+    def tearDown(self):
+        fresh_instance()
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ pub struct GuestVersions {
     pub runtime: String,
     /// The tool that made the component, with its version: `componentize-py 0.25.1`.
     pub built_with: String,
-    /// The WIT package the guest targets: `wasmbox:sandbox@0.1.0`.
+    /// The WIT package the guest targets: `wasmbox:sandbox@0.1.1`.
     pub wit: String,
 }
 

@@ -12,7 +12,7 @@ use crate::broker::link::GuestBroker;
 use crate::cancel::CancelToken;
 use crate::limits::Limits;
 use crate::live_output::{LiveOutput, OutputStream};
-use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
+use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
 use crate::output_capture::OutputCapture;
 use crate::run_state::{MemoryGuard, RunState};
 use crate::runtime::Runtime;
@@ -40,25 +40,61 @@ pub(crate) async fn execute(
     let stderr = OutputCapture::new(OutputStream::Stderr, limits.max_stderr_bytes as usize);
     stdout.set_live(live.clone());
     stderr.set_live(live);
-    let timeout = Duration::from_millis(limits.timeout_ms);
+    let mut store = new_store(runtime, limits, files, broker, cancel.clone(), &stdout, &stderr);
+    let fuel = match refuel(&mut store, runtime, limits) {
+        Ok(fuel) => fuel,
+        Err(message) => return internal(message),
+    };
+
+    let hard_timeout = time_bound(limits, engine.epoch_tick());
+    let mut instantiate_time = Duration::ZERO;
+    let call = async {
+        let instantiate_started = Instant::now();
+        let runner = runtime.pre().instantiate_async(&mut store).await.map_err(|err| (Phase::Instantiate, err))?;
+        instantiate_time = instantiate_started.elapsed();
+        runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await.map_err(|err| (Phase::Run, err))
+    };
+    let result = within(hard_timeout, &cancel, call).await;
+
+    // The call future is gone; the Store is only read from here on, then dropped.
+    let fuel_used = store.get_fuel().map_or(0, |left| fuel.saturating_sub(left));
+    let state = store.into_data();
+    let termination = termination(result, state.cancel.is_cancelled());
+    let output = (stdout.snapshot(), stderr.snapshot());
+    let mut outcome = outcome_of(termination, limits, &state.memory, output, state.broker.into_report());
+    outcome.files = state.vfs.into_outputs();
+    outcome.stats = Stats {
+        wall_time_us: 0,
+        instantiate_time_us: instantiate_time.as_micros() as u64,
+        fuel_used,
+        peak_memory_bytes: state.memory.peak_bytes() as u64,
+    };
+    outcome
+}
+
+/// A Store for one run of `runtime` (or every step of a session): deny-all WASI writing
+/// to `stdout` and `stderr`, the in-memory filesystem with `files`, `broker`, the memory
+/// guard, and the epoch check of the deadline (`limits.timeout_ms` from now) and `cancel`.
+pub(crate) fn new_store(
+    runtime: &Runtime,
+    limits: &Limits,
+    files: &InputFiles,
+    broker: GuestBroker,
+    cancel: CancelToken,
+    stdout: &OutputCapture,
+    stderr: &OutputCapture,
+) -> Store<RunState> {
     let state = RunState {
         wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
         table: ResourceTable::new(),
         vfs: Vfs::new(limits.max_fs_bytes, limits.max_fs_files, files.clone()),
         broker,
         memory: MemoryGuard::new(limits.max_memory_bytes),
-        deadline: Instant::now() + timeout,
-        cancel: cancel.clone(),
+        deadline: Instant::now() + Duration::from_millis(limits.timeout_ms),
+        cancel,
     };
-    let mut store = Store::new(engine.wasmtime(), state);
+    let mut store = Store::new(runtime.engine().wasmtime(), state);
     store.limiter(|state| &mut state.memory);
-    // Without a budget a metering engine still needs fuel to run on.
-    let fuel = limits.fuel.unwrap_or(u64::MAX);
-    if engine.meters_fuel() {
-        if let Err(err) = store.set_fuel(fuel) {
-            return internal(format!("setting fuel: {err}"));
-        }
-    }
     // Compute is interrupted by epochs: at every tick past the deadline check, stop
     // if the deadline passed or the run was cancelled, else give the tokio worker
     // back (guest code never yields on its own) and check again next tick.
@@ -71,45 +107,62 @@ pub(crate) async fn execute(
             Ok(UpdateDeadline::Yield(1))
         }
     });
+    store
+}
 
-    let hard_timeout = time_bound(limits, engine.epoch_tick());
-    let mut instantiate_time = Duration::ZERO;
-    let call = async {
-        let instantiate_started = Instant::now();
-        let runner = runtime.pre().instantiate_async(&mut store).await.map_err(|err| (Phase::Instantiate, err))?;
-        instantiate_time = instantiate_started.elapsed();
-        runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await.map_err(|err| (Phase::Run, err))
-    };
-    // A guest computing is stopped by the epoch callback; one waiting on a tool or a
-    // sleep is stopped here, by dropping the call.
-    let result = tokio::select! {
+/// Gives the Store the fuel budget of `limits` (on a metering engine) and returns it, or
+/// why wasmtime refused.
+pub(crate) fn refuel(store: &mut Store<RunState>, runtime: &Runtime, limits: &Limits) -> Result<u64, String> {
+    // Without a budget a metering engine still needs fuel to run on.
+    let fuel = limits.fuel.unwrap_or(u64::MAX);
+    if runtime.engine().meters_fuel() {
+        store.set_fuel(fuel).map_err(|err| format!("setting fuel: {err}"))?;
+    }
+    Ok(fuel)
+}
+
+/// Awaits `call` until `hard_timeout` passes or `cancel` is cancelled. A guest computing
+/// is stopped by the epoch callback; one waiting on a tool or a sleep is stopped here,
+/// by dropping the call.
+pub(crate) async fn within<T>(
+    hard_timeout: Duration,
+    cancel: &CancelToken,
+    call: impl std::future::Future<Output = T>,
+) -> Result<T, Termination> {
+    tokio::select! {
         result = tokio::time::timeout(hard_timeout, call) => result.map_err(|_| Termination::Timeout),
         () = cancel.cancelled() => Err(Termination::Cancelled),
-    };
+    }
+}
 
-    // The call future is gone; the Store is only read from here on, then dropped.
-    let fuel_used = store.get_fuel().map_or(0, |left| fuel.saturating_sub(left));
-    let state = store.into_data();
-    let termination = match result {
+/// What the guest's call returned, or how it was stopped, classified by type.
+pub(crate) type CallResult = Result<Result<Result<String, RunError>, (Phase, wasmtime::Error)>, Termination>;
+
+/// How the call ended: `cancelled` tells an interrupt by cancellation from a timeout.
+pub(crate) fn termination(result: CallResult, cancelled: bool) -> Termination {
+    match result {
         Err(stopped) => stopped,
-        Ok(Err((phase, err))) => classify_trap(&err, state.cancel.is_cancelled(), phase),
+        Ok(Err((phase, err))) => classify_trap(&err, cancelled, phase),
         Ok(Ok(Ok(json))) => Termination::Returned(json),
         Ok(Ok(Err(run_error))) => Termination::GuestError(guest_error(run_error)),
-    };
-    let (tool_calls, breach) = state.broker.into_report();
-    let latched =
-        Latched { memory: state.memory.exceeded(), output: stdout.overflowed() || stderr.overflowed(), tool: breach };
+    }
+}
+
+/// The outcome of `termination` with the breaches latched in `memory`, the captured
+/// `output` (stdout, stderr; a truncated one was an overflow) and the broker's `report`.
+/// Files and stats are the caller's.
+pub(crate) fn outcome_of(
+    termination: Termination,
+    limits: &Limits,
+    memory: &MemoryGuard,
+    (stdout, stderr): (CapturedOutput, CapturedOutput),
+    (tool_calls, breach): (Vec<ToolCallRecord>, Option<ErrorDetail>),
+) -> Outcome {
+    let latched = Latched { memory: memory.exceeded(), output: stdout.truncated || stderr.truncated, tool: breach };
     let mut outcome = termination.into_outcome(limits, latched);
-    outcome.stdout = stdout.snapshot();
-    outcome.stderr = stderr.snapshot();
+    outcome.stdout = stdout;
+    outcome.stderr = stderr;
     outcome.tool_calls = tool_calls;
-    outcome.files = state.vfs.into_outputs();
-    outcome.stats = Stats {
-        wall_time_us: 0,
-        instantiate_time_us: instantiate_time.as_micros() as u64,
-        fuel_used,
-        peak_memory_bytes: state.memory.peak_bytes() as u64,
-    };
     outcome
 }
 

@@ -10,7 +10,8 @@
 //! package), and for a `wasmbox:sandbox` version outside the ones this host serves.
 //!
 //! What a guest is given, by interface:
-//! - `wasmbox:sandbox/tools`, at a version compatible with one the host serves
+//! - `wasmbox:sandbox/tools` and (since 0.1.1) `wasmbox:sandbox/files`, the run's
+//!   in-memory files, at a version compatible with one the host serves
 //!   ([`SERVED_SANDBOX_VERSIONS`]; for a 0.x version the minor number is the major);
 //! - WASI 0.2 `cli` (captured stdout/stderr, closed stdin, empty environment and
 //!   arguments, exit), `clocks`, `io` and `random`: language runtimes need them and
@@ -33,15 +34,15 @@ use crate::error::Error;
 /// The versions of the `wasmbox:sandbox` package this host serves. After a breaking
 /// change the old version stays here for one release, next to the new one (see
 /// docs/guests.md, "Versioning").
-pub const SERVED_SANDBOX_VERSIONS: &[&str] = &["0.1.0"];
+pub const SERVED_SANDBOX_VERSIONS: &[&str] = &["0.1.1"];
 
 /// Which imports a guest component may declare beyond what every guest is given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ImportPolicy {
-    /// The default for components you load: `wasmbox:sandbox/tools` and WASI `cli`,
-    /// `clocks`, `io` and `random`, nothing else. A component that imports the WASI
+    /// The default for components you load: `wasmbox:sandbox/tools` and `files` and WASI
+    /// `cli`, `clocks`, `io` and `random`, nothing else. A component that imports the WASI
     /// filesystem or sockets is refused.
     #[default]
     Strict,
@@ -110,7 +111,7 @@ pub(crate) fn check_import(import: &str, policy: ImportPolicy) -> Result<(), Str
     };
     match (name.namespace, name.package) {
         ("wasmbox", "sandbox") => {
-            if name.interface != "tools" {
+            if name.interface != "tools" && name.interface != "files" {
                 return Err(not_provided());
             }
             check_sandbox_version(name.version)
@@ -138,7 +139,8 @@ pub(crate) fn check_import(import: &str, policy: ImportPolicy) -> Result<(), Str
 }
 
 fn not_provided() -> String {
-    "this host does not provide (guests get wasmbox:sandbox/tools and WASI 0.2 cli, clocks, io and random)".into()
+    "this host does not provide (guests get wasmbox:sandbox/tools and files and WASI 0.2 cli, clocks, io and random)"
+        .into()
 }
 
 /// The component must export `wasmbox:sandbox/runner` at a served version.
@@ -241,6 +243,7 @@ mod tests {
         for import in [
             "wasmbox:sandbox/tools@0.1.0",
             "wasmbox:sandbox/tools@0.1.7",
+            "wasmbox:sandbox/files@0.1.1",
             "wasi:cli/stdout@0.2.0",
             "wasi:io/streams@0.2.6",
             "wasi:clocks/wall-clock@0.2.12",

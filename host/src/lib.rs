@@ -54,6 +54,7 @@ mod run_request;
 mod run_state;
 mod runtime;
 mod sandbox;
+pub mod session;
 mod termination;
 mod vfs;
 mod wasi;
@@ -89,4 +90,7 @@ pub use outcome::{
 pub use run_request::RunRequest;
 pub use runtime::Runtime;
 pub use sandbox::Sandbox;
+pub use session::{
+    Session, SessionConfig, SessionEnd, SessionError, DEFAULT_SESSION_IDLE_TIMEOUT_MS, DEFAULT_SESSION_MAX_LIFETIME_MS,
+};
 pub use vfs::{InputFileError, InputFiles, OutputFile};

@@ -96,6 +96,15 @@ impl OutputCapture {
         let buffer = self.lock();
         CapturedOutput { text: String::from_utf8_lossy(&buffer.bytes).into_owned(), truncated: buffer.truncated }
     }
+
+    /// The captured text so far, leaving the capture empty with its whole cap again: a
+    /// session's next step captures afresh through the same stream.
+    pub(crate) fn take(&self) -> CapturedOutput {
+        let mut buffer = self.lock();
+        let bytes = std::mem::take(&mut buffer.bytes);
+        let truncated = std::mem::replace(&mut buffer.truncated, false);
+        CapturedOutput { text: String::from_utf8_lossy(&bytes).into_owned(), truncated }
+    }
 }
 
 impl IsTerminal for OutputCapture {
@@ -188,6 +197,18 @@ mod tests {
         }
         assert_eq!(got, b"def", "set_live takes effect from then on, and the cap holds");
         assert_eq!(capture.snapshot().text, "abcdef");
+    }
+
+    #[test]
+    fn take_empties_the_capture_and_restores_its_cap() {
+        let mut capture = OutputCapture::new(Stream::Stdout, 3);
+        assert!(capture.write(Bytes::from_static(b"abcd")).is_err());
+        let first = capture.take();
+        assert_eq!((first.text.as_str(), first.truncated), ("abc", true));
+        assert!(!capture.overflowed());
+        assert!(capture.write(Bytes::from_static(b"xyz")).is_ok(), "the whole cap again");
+        assert_eq!(capture.take().text, "xyz");
+        assert_eq!(capture.snapshot().text, "");
     }
 
     #[test]

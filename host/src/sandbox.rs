@@ -14,6 +14,7 @@ use crate::live_output::{Delivery, LiveOutput};
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::run_request::RunRequest;
 use crate::runtime::Runtime;
+use crate::session::{Session, SessionConfig, SessionError};
 use crate::vfs::InputFiles;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -144,6 +145,43 @@ impl Sandbox {
     /// The limits each run gets.
     pub fn current_limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Opens a [`Session`]: one guest instance kept alive across steps, so that what a
+    /// step defines (globals, imports, functions, classes) is there in the next. Each
+    /// step has this sandbox's limits, tools and scope, with its own deadline and tool
+    /// budgets; the memory limit spans the session. See [`crate::session`].
+    ///
+    /// # Errors
+    /// A [`SessionError`] when the session cannot start: invalid limits or `config`, a
+    /// sandbox that runs in worker processes, admission control or the instance pool
+    /// turning it away, or a guest that fails to start.
+    pub async fn session(&self, config: SessionConfig) -> Result<Session, SessionError> {
+        Session::open(self.clone(), config).await
+    }
+
+    /// A broker for one top-level run (or session step) with `identity`, in a tree of
+    /// its own.
+    pub(crate) fn top_level_broker(&self, identity: RunIdentity) -> BrokerCtx {
+        let tree = Arc::new(RunTree::new(&self.limits));
+        BrokerCtx::for_run(
+            Arc::clone(&self.tools),
+            self.scope.clone(),
+            self.limits.clone(),
+            identity,
+            tree,
+            self.observers.clone(),
+        )
+    }
+
+    /// The audit sink and metrics of this sandbox's runs.
+    pub(crate) fn observers(&self) -> &Observers {
+        &self.observers
+    }
+
+    /// True when runs execute in this process (no worker isolation).
+    pub(crate) fn runs_in_process(&self) -> bool {
+        self.executor.is_none()
     }
 
     /// Runs `code` with a `null` input.
@@ -301,16 +339,7 @@ impl Sandbox {
                 }
             }
         };
-        outcome.run_id = identity.run_id.clone();
-        outcome.stats.wall_time_us = started.elapsed().as_micros() as u64;
-        observers.metrics.run_finished(outcome.status);
-        observers.sink.record(&AuditEvent::RunFinished {
-            run_id: identity.run_id,
-            ancestry: identity.ancestry,
-            status: outcome.status,
-            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-            tool_calls: outcome.tool_calls.len() as u32,
-        });
+        finished(observers, identity, started, &mut outcome);
         outcome
     }
 
@@ -334,7 +363,8 @@ impl Sandbox {
         })
     }
 
-    fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {
+    /// Checks the limits, the code and the input of a run; returns the input's JSON.
+    pub(crate) fn prepare(&self, code: &str, input: &Value) -> Result<String, ErrorDetail> {
         let limits = &self.limits;
         limits.validate().map_err(|e| ErrorDetail::new("invalid_limits", e.to_string()))?;
         if limits.fuel.is_some() && !self.runtime.engine().meters_fuel() {
@@ -348,4 +378,19 @@ impl Sandbox {
         broker::serialize_capped(input, limits.max_result_bytes, limits.max_json_depth, "input")
             .map_err(|e| ErrorDetail::new("invalid_input", e.to_string()))
     }
+}
+
+/// Stamps a run's (or a session step's) outcome with its id and wall time, and counts and
+/// audits its end.
+pub(crate) fn finished(observers: &Observers, identity: RunIdentity, started: Instant, outcome: &mut Outcome) {
+    outcome.run_id = identity.run_id.clone();
+    outcome.stats.wall_time_us = started.elapsed().as_micros() as u64;
+    observers.metrics.run_finished(outcome.status);
+    observers.sink.record(&AuditEvent::RunFinished {
+        run_id: identity.run_id,
+        ancestry: identity.ancestry,
+        status: outcome.status,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        tool_calls: outcome.tool_calls.len() as u32,
+    });
 }

@@ -17,5 +17,6 @@ mod python_guest;
 mod python_isolation;
 mod python_limits;
 mod python_tools;
+mod sessions;
 mod support;
 mod wit_copies;

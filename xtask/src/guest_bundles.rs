@@ -85,7 +85,7 @@ fn compress(bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(encoder.finish()?)
 }
 
-/// The WIT package the guests are built against (`wasmbox:sandbox@0.1.0`), from wit/.
+/// The WIT package the guests are built against (`wasmbox:sandbox@0.1.1`), from wit/.
 fn wit_package(root: &Path) -> Result<String> {
     let wit = std::fs::read_to_string(root.join("wit/sandbox.wit"))?;
     wit.lines()

@@ -3,13 +3,54 @@ let { TextEncoder, TextDecoder } = contentGlobal;
 let repCnt = 1;
 let repTable = new Map();
 
-let [$memory, $realloc, $dealloc, $import_wasmbox_sandbox_tools_0_1_0$listTools, $import_wasmbox_sandbox_tools_0_1_0$call] = $bindings;
+let [$memory, $realloc, $dealloc, $import_wasmbox_sandbox_tools_0_1_1$listTools, $import_wasmbox_sandbox_tools_0_1_1$call, $import_wasmbox_sandbox_files_0_1_1$read, $import_wasmbox_sandbox_files_0_1_1$write, $import_wasmbox_sandbox_files_0_1_1$readDir, $import_wasmbox_sandbox_files_0_1_1$stat, $import_wasmbox_sandbox_files_0_1_1$remove, $import_wasmbox_sandbox_files_0_1_1$mkdir, $import_wasmbox_sandbox_files_0_1_1$rename] = $bindings;
 delete globalThis.$bindings;
 
 
 
 let dv = new DataView(new ArrayBuffer());
 const dataView = mem => dv.buffer === mem.buffer ? dv : dv = new DataView(mem.buffer);
+
+function _isValidNumericPrimitive(ty, v) {
+  if (v === undefined || v === null) { return false; }
+  switch (ty) {
+    case 'bool':
+    return v === 0 || v === 1;
+    break;
+    case 'u8':
+    return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 255;
+    break;
+    case 's8':
+    return typeof v === 'number' && Number.isInteger(v) && v >= -128 && v <= 127;
+    break;
+    case 'u16':
+    return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 65535;
+    break;
+    case 's16':
+    return typeof v === 'number' && Number.isInteger(v) && v >= -32768 && v <= 32767;
+    case 'u32':
+    return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 4_294_967_295;
+    case 's32':
+    return typeof v === 'number' && Number.isInteger(v) && v >= -2_147_483_648 && v <= 2_147_483_647;
+    case 'u64':
+    return typeof v === 'bigint' && v >= 0 && v <= 18_446_744_073_709_551_615n;
+    case 's64':
+    return typeof v === 'bigint' && v >= -9223372036854775808n && v <= 9223372036854775807n;
+    break;
+    case 'f32':
+    case 'f64': return typeof v === 'number';
+    default:
+    return false;
+  }
+  return true;
+}
+
+function _requireValidNumericPrimitive(ty, v) {
+  if (v === undefined  || v === null || !_isValidNumericPrimitive(ty, v)) {
+    throw new TypeError(`invalid ${ty} value [${v}]`);
+  }
+  return true;
+}
 const TEXT_DECODER_UTF8 = new TextDecoder();
 const TEXT_ENCODER_UTF8 = new TextEncoder();
 
@@ -68,7 +109,7 @@ function getErrorPayload(e) {
   return e;
 }
 
-function import_wasmbox_sandbox_tools_0_1_0$listTools() {
+function import_wasmbox_sandbox_tools_0_1_1$listTools() {
   _debugLog('[Instruction::CallWasm] enter', {
     funcName: 'list-tools',
     paramCount: 0,
@@ -77,7 +118,7 @@ function import_wasmbox_sandbox_tools_0_1_0$listTools() {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_tools_0_1_0$listTools();
+  ret = $import_wasmbox_sandbox_tools_0_1_1$listTools();
   var len3 = dataView($memory).getUint32(ret + 4, true);
   var base3 = dataView($memory).getUint32(ret + 0, true);
   if (base3 % 4 !== 0) throw new TypeError(`list pointer [${base3}] is not aligned to 4`);
@@ -114,7 +155,7 @@ function import_wasmbox_sandbox_tools_0_1_0$listTools() {
   return retCopy;
 }
 
-function import_wasmbox_sandbox_tools_0_1_0$call(arg0, arg1) {
+function import_wasmbox_sandbox_tools_0_1_1$call(arg0, arg1) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -133,7 +174,7 @@ function import_wasmbox_sandbox_tools_0_1_0$call(arg0, arg1) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_tools_0_1_0$call(ptr0, len0, ptr1, len1);
+  ret = $import_wasmbox_sandbox_tools_0_1_1$call(ptr0, len0, ptr1, len1);
   let variant9;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let variant8;
@@ -225,7 +266,719 @@ function import_wasmbox_sandbox_tools_0_1_0$call(arg0, arg1) {
   
 }
 
-async function export_runner_0_1_0$run(arg0, arg1, arg2, arg3, arg4) {
+function import_wasmbox_sandbox_files_0_1_1$read(arg0) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'read',
+    paramCount: 2,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$read(ptr0, len0);
+  let variant3;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum2;
+    switch (dataView($memory).getUint8(ret + 4, true)) {
+      case 0: {
+        enum2 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum2 = 'exists';
+        break;
+      }
+      case 2: {
+        enum2 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum2 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum2 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum2 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum2 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum2 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum2 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum2 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum2 = 'too-large';
+        break;
+      }
+    }
+    variant3= {
+      tag: 'err',
+      val: enum2
+    };
+  } else {
+    var ptr1 = dataView($memory).getUint32(ret + 4, true);
+    var len1 = dataView($memory).getUint32(ret + 8, true);
+    if (ptr1 % 1 !== 0) throw new TypeError(`list pointer [${ptr1}] is not aligned to 1`);
+    var result1 = new Uint8Array($memory.buffer.slice(ptr1, ptr1 + len1 * 1));
+    if (len1 !== 0) $dealloc(ptr1, len1, 1);
+    variant3= {
+      tag: 'ok',
+      val: result1
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'read',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant3;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_files_0_1_1$write(arg0, arg1, arg2) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  var val1 = arg1;
+  var len1 = Array.isArray(val1) ? val1.length : val1.byteLength;
+  var ptr1 = $realloc(0, 0, 1, len1 * 1);
+  
+  let valData1;
+  const valLenBytes1 = len1 * 1;
+  if (Array.isArray(val1)) {
+    // Regular array likely containing numbers, write values to memory
+    let offset = 0;
+    const dv1 = new DataView($memory.buffer);
+    for (const v of val1) {
+      _requireValidNumericPrimitive.bind(null, 'u8')(v);
+      dv1.setUint8(ptr1+ offset, v, true);
+      offset += 1;
+    }
+  } else {
+    // TypedArray / ArrayBuffer-like, direct copy
+    valData1 = new Uint8Array(val1.buffer || val1, val1.byteOffset, valLenBytes1);
+    const out1 = new Uint8Array($memory.buffer, ptr1, valLenBytes1);
+    out1.set(valData1);
+  }
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'write',
+    paramCount: 5,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$write(ptr0, len0, ptr1, len1, arg2 ? 1 : 0);
+  let variant3;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum2;
+    switch (dataView($memory).getUint8(ret + 1, true)) {
+      case 0: {
+        enum2 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum2 = 'exists';
+        break;
+      }
+      case 2: {
+        enum2 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum2 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum2 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum2 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum2 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum2 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum2 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum2 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum2 = 'too-large';
+        break;
+      }
+    }
+    variant3= {
+      tag: 'err',
+      val: enum2
+    };
+  } else {
+    variant3= {
+      tag: 'ok',
+      val: undefined
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'write',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant3;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_files_0_1_1$readDir(arg0) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'read-dir',
+    paramCount: 2,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$readDir(ptr0, len0);
+  let variant5;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum4;
+    switch (dataView($memory).getUint8(ret + 4, true)) {
+      case 0: {
+        enum4 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum4 = 'exists';
+        break;
+      }
+      case 2: {
+        enum4 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum4 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum4 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum4 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum4 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum4 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum4 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum4 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum4 = 'too-large';
+        break;
+      }
+    }
+    variant5= {
+      tag: 'err',
+      val: enum4
+    };
+  } else {
+    var len3 = dataView($memory).getUint32(ret + 8, true);
+    var base3 = dataView($memory).getUint32(ret + 4, true);
+    if (base3 % 4 !== 0) throw new TypeError(`list pointer [${base3}] is not aligned to 4`);
+    var result3 = [];
+    for (let i = 0; i < len3; i++) {
+      const base = base3 + i * 12;
+      var ptr1 = dataView($memory).getUint32(base + 0, true);
+      var len1 = dataView($memory).getUint32(base + 4, true);
+      var result1 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr1, len1));
+      if (len1 !== 0) $dealloc(ptr1, len1, 1);
+      let enum2;
+      switch (dataView($memory).getUint8(base + 8, true)) {
+        case 0: {
+          enum2 = 'file';
+          break;
+        }
+        case 1: {
+          enum2 = 'directory';
+          break;
+        }
+      }
+      result3.push({
+        name: result1,
+        kind: enum2,
+      });
+    }
+    if (len3 !== 0) $dealloc(base3, len3 * 12, 4);
+    variant5= {
+      tag: 'ok',
+      val: result3
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'read-dir',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant5;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_files_0_1_1$stat(arg0) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'stat',
+    paramCount: 2,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$stat(ptr0, len0);
+  let variant3;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum2;
+    switch (dataView($memory).getUint8(ret + 8, true)) {
+      case 0: {
+        enum2 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum2 = 'exists';
+        break;
+      }
+      case 2: {
+        enum2 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum2 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum2 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum2 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum2 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum2 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum2 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum2 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum2 = 'too-large';
+        break;
+      }
+    }
+    variant3= {
+      tag: 'err',
+      val: enum2
+    };
+  } else {
+    let enum1;
+    switch (dataView($memory).getUint8(ret + 8, true)) {
+      case 0: {
+        enum1 = 'file';
+        break;
+      }
+      case 1: {
+        enum1 = 'directory';
+        break;
+      }
+    }
+    variant3= {
+      tag: 'ok',
+      val: {
+        kind: enum1,
+        size: BigInt.asUintN(64, BigInt(dataView($memory).getBigInt64(ret + 16, true))),
+        modifiedNs: BigInt.asUintN(64, BigInt(dataView($memory).getBigInt64(ret + 24, true))),
+        accessedNs: BigInt.asUintN(64, BigInt(dataView($memory).getBigInt64(ret + 32, true))),
+      }
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'stat',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant3;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_files_0_1_1$remove(arg0) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'remove',
+    paramCount: 2,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$remove(ptr0, len0);
+  let variant2;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum1;
+    switch (dataView($memory).getUint8(ret + 1, true)) {
+      case 0: {
+        enum1 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum1 = 'exists';
+        break;
+      }
+      case 2: {
+        enum1 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum1 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum1 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum1 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum1 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum1 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum1 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum1 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum1 = 'too-large';
+        break;
+      }
+    }
+    variant2= {
+      tag: 'err',
+      val: enum1
+    };
+  } else {
+    variant2= {
+      tag: 'ok',
+      val: undefined
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'remove',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant2;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_files_0_1_1$mkdir(arg0) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'mkdir',
+    paramCount: 2,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$mkdir(ptr0, len0);
+  let variant2;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum1;
+    switch (dataView($memory).getUint8(ret + 1, true)) {
+      case 0: {
+        enum1 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum1 = 'exists';
+        break;
+      }
+      case 2: {
+        enum1 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum1 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum1 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum1 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum1 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum1 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum1 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum1 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum1 = 'too-large';
+        break;
+      }
+    }
+    variant2= {
+      tag: 'err',
+      val: enum1
+    };
+  } else {
+    variant2= {
+      tag: 'ok',
+      val: undefined
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'mkdir',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant2;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_files_0_1_1$rename(arg0, arg1) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  
+  var encodeRes = _utf8AllocateAndEncode(arg1, $realloc, $memory);
+  var ptr1= encodeRes.ptr;
+  var len1 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'rename',
+    paramCount: 4,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_files_0_1_1$rename(ptr0, len0, ptr1, len1);
+  let variant3;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let enum2;
+    switch (dataView($memory).getUint8(ret + 1, true)) {
+      case 0: {
+        enum2 = 'no-entry';
+        break;
+      }
+      case 1: {
+        enum2 = 'exists';
+        break;
+      }
+      case 2: {
+        enum2 = 'not-directory';
+        break;
+      }
+      case 3: {
+        enum2 = 'is-directory';
+        break;
+      }
+      case 4: {
+        enum2 = 'not-empty';
+        break;
+      }
+      case 5: {
+        enum2 = 'read-only';
+        break;
+      }
+      case 6: {
+        enum2 = 'not-permitted';
+        break;
+      }
+      case 7: {
+        enum2 = 'invalid';
+        break;
+      }
+      case 8: {
+        enum2 = 'name-too-long';
+        break;
+      }
+      case 9: {
+        enum2 = 'no-space';
+        break;
+      }
+      case 10: {
+        enum2 = 'too-large';
+        break;
+      }
+    }
+    variant3= {
+      tag: 'err',
+      val: enum2
+    };
+  } else {
+    variant3= {
+      tag: 'ok',
+      val: undefined
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'rename',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant3;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+async function export_runner_0_1_1$run(arg0, arg1, arg2, arg3, arg4) {
   var ptr0 = arg0;
   var len0 = arg1;
   var result0 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr0, len0));
@@ -238,7 +991,7 @@ async function export_runner_0_1_0$run(arg0, arg1, arg2, arg3, arg4) {
   let ret;
   
   try {
-    const hostRet2 = await runner010Run(result0, result1);
+    const hostRet2 = await runner011Run(result0, result1);
     ret = hostRet2 !== null && typeof hostRet2 === 'object' && (hostRet2.tag === 'ok' || hostRet2.tag === 'err')
     ? hostRet2
     : { tag: 'ok', val: hostRet2};
@@ -355,9 +1108,19 @@ async function export_runner_0_1_0$run(arg0, arg1, arg2, arg3, arg4) {
 }
 
 
-defineBuiltinModule('wasmbox:sandbox/tools@0.1.0', {
-  listTools: import_wasmbox_sandbox_tools_0_1_0$listTools,
-  call: import_wasmbox_sandbox_tools_0_1_0$call
+defineBuiltinModule('wasmbox:sandbox/files@0.1.1', {
+  read: import_wasmbox_sandbox_files_0_1_1$read,
+  write: import_wasmbox_sandbox_files_0_1_1$write,
+  readDir: import_wasmbox_sandbox_files_0_1_1$readDir,
+  stat: import_wasmbox_sandbox_files_0_1_1$stat,
+  remove: import_wasmbox_sandbox_files_0_1_1$remove,
+  mkdir: import_wasmbox_sandbox_files_0_1_1$mkdir,
+  rename: import_wasmbox_sandbox_files_0_1_1$rename
+});
+
+defineBuiltinModule('wasmbox:sandbox/tools@0.1.1', {
+  listTools: import_wasmbox_sandbox_tools_0_1_1$listTools,
+  call: import_wasmbox_sandbox_tools_0_1_1$call
 });
 class BindingsError extends Error {
   constructor (path, type, helpContext, help) {
@@ -417,13 +1180,13 @@ class BindingsError extends Error {
     }
   }
   
-  let runner010Run;
+  let runner011Run;
   let __sourceName;
   function bindExports(sourceName) {
     __sourceName = sourceName;
     let __iface;
-    __iface = getInterfaceExport($source_mod, 'runner', 'wasmbox:sandbox/runner@0.1.0');
-    runner010Run = __iface.run;
-    verifyInterfaceFn(runner010Run, 'wasmbox:sandbox/runner@0.1.0', 'run', 'runner');
+    __iface = getInterfaceExport($source_mod, 'runner', 'wasmbox:sandbox/runner@0.1.1');
+    runner011Run = __iface.run;
+    verifyInterfaceFn(runner011Run, 'wasmbox:sandbox/runner@0.1.1', 'run', 'runner');
   }
   

@@ -65,6 +65,21 @@ const import_wasmbox_sandbox_tools_0_1_0$call = (() => {
   let lastName = null;
   let lastLowered = null;
 
+  // The embedding frees every allocation of an export call when the call returns
+  // (ComponentizeJS embedding.cpp: `cabi_realloc` lists them, `post_call` frees the list),
+  // the argument block and the names above included. A run makes one export call, but a
+  // session calls the same instance again, whose calls would then write arguments into,
+  // and pass names from, freed memory. runner.js calls this at the start of every
+  // export call.
+  function forgetAllocations() {
+    scratch = 0;
+    scratchSize = 0;
+    scratchBytes = null;
+    namesInMemory.clear();
+    lastName = null;
+    lastLowered = null;
+  }
+
   function viewMemory() {
     memoryBuffer = memory.buffer;
     memory8 = new Bytes(memoryBuffer);
@@ -152,5 +167,7 @@ const import_wasmbox_sandbox_tools_0_1_0$call = (() => {
     return text;
   }
 
+  // Not enumerable, and only runner.js holds the function: guest code never sees it.
+  Object.defineProperty(import_wasmbox_sandbox_tools_0_1_0$call, 'forgetAllocations', { value: forgetAllocations });
   return import_wasmbox_sandbox_tools_0_1_0$call;
 })();

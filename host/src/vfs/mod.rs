@@ -7,7 +7,9 @@
 //! (scratch). The guest reaches it through `wasi:filesystem@0.2.12`, served here by our
 //! own `bindgen!` of that interface: [`add_to_linker`] adds it after wasmtime-wasi's
 //! `add_to_linker_async` with shadowing allowed, so it replaces wasmtime-wasi's
-//! filesystem (which can only open host directories) and nothing else. The WASI context
+//! filesystem (which can only open host directories) and nothing else. It also adds
+//! `wasmbox:sandbox/files` ([`sandbox_files`]), whole-file calls on the same tree for
+//! guests whose language has no file API over WASI (JavaScript). The WASI context
 //! (`wasi.rs`) still preopens no host path; this module opens none either: it names no
 //! `std::fs` or `cap_std` item. A run that touches no file pays for an empty `Option`:
 //! the tree is built on the guest's first filesystem call.
@@ -22,6 +24,7 @@
 
 mod files;
 mod host;
+mod sandbox_files;
 #[cfg(test)]
 mod tests;
 mod tree;
@@ -101,9 +104,10 @@ impl HasData for VfsFs {
 }
 
 /// Adds the in-memory `wasi:filesystem` to a linker that already holds wasmtime-wasi's,
-/// replacing its `types` and `preopens`. The replacement relies on the two being the
-/// same WIT version; `tests.rs` (`the_filesystem_shadows_wasmtime_wasis_at_the_same_version`)
-/// fails when they drift apart.
+/// replacing its `types` and `preopens`, and adds `wasmbox:sandbox/files` on the same
+/// tree. The replacement relies on the two being the same WIT version; `tests.rs`
+/// (`the_filesystem_shadows_wasmtime_wasis_at_the_same_version`) fails when they drift
+/// apart.
 ///
 /// # Errors
 /// When the bindings' functions cannot be defined (a host bug).
@@ -111,5 +115,6 @@ pub(crate) fn add_to_linker<T: VfsView + 'static>(linker: &mut Linker<T>) -> was
     linker.allow_shadowing(true);
     let added = host::add_to_linker(linker);
     linker.allow_shadowing(false);
-    added
+    added?;
+    sandbox_files::add_to_linker(linker)
 }
