@@ -74,7 +74,13 @@ impl Vfs {
 
     /// The files the guest left under `/output`, in name order.
     pub(crate) fn into_outputs(self) -> Vec<OutputFile> {
-        match self.tree {
+        self.outputs()
+    }
+
+    /// The files under `/output` now, in name order (a session's step returns them and
+    /// keeps them).
+    pub(crate) fn outputs(&self) -> Vec<OutputFile> {
+        match &self.tree {
             None => Vec::new(),
             Some(tree) => {
                 tree.lock().output_files().into_iter().map(|(name, bytes)| OutputFile { name, bytes }).collect()
