@@ -9,6 +9,7 @@ mod describe_tools;
 mod file_flags;
 mod live_output;
 mod mcp_command;
+mod repl;
 mod sandbox_flags;
 mod terminal_text;
 
@@ -45,6 +46,9 @@ struct Cli {
 enum Command {
     /// Run a script and print its output and value.
     Run(Box<RunArgs>),
+    /// A session: a prompt on a terminal, JSON lines on a pipe (`{"code": ...}` in, the
+    /// step's outcome out); what a step defines is there in the next (docs/sessions.md).
+    Repl(Box<repl::ReplArgs>),
     /// Compile a guest into the precompile cache now, so the first run is fast.
     Precompile {
         /// The guest language.
@@ -220,6 +224,7 @@ fn fail(err: anyhow::Error) -> ExitCode {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(*args).await,
+        Command::Repl(args) => repl::repl(*args).await,
         Command::Mcp(args) => mcp_command::serve(*args).await,
         Command::Isolation => {
             for name in wasmbox::ISOLATION_NAMES {

@@ -572,3 +572,35 @@ print('marker seen:', seen)
         assert_eq!(stderr, "also on stderr\n", "{isolation}");
     }
 }
+
+/// `wasmbox repl` on a pipe: JSON lines in, one outcome per line out; what a step defines
+/// is there in the next, `reset` starts afresh, and a line that is no request says so.
+#[test]
+fn repl_keeps_state_across_json_lines_steps() {
+    let dir = fixture();
+    for (lang, define, read) in
+        [("python", "x = 41", "x + tools.weather(city='Paris')['temp_c'] * 0"), ("js", "let x = 41", "return x")]
+    {
+        let input = format!(
+            "{}\n{}\nnot json\n{{\"reset\": true}}\n{}\n",
+            serde_json::json!({"code": define}),
+            serde_json::json!({"code": read, "input": 1}),
+            serde_json::json!({"code": read})
+        );
+        let out =
+            wasmbox(dir.path(), &["repl", "--lang", lang, "--tools", "tools.toml", "--allow", "weather"], Some(&input));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert_eq!(lines[0]["status"], "ok", "{lines:?}");
+        assert_eq!(
+            (lines[1]["status"].as_str(), lines[1]["value"].as_f64()),
+            (Some("ok"), Some(41.0)),
+            "{lang}: {lines:?}"
+        );
+        assert!(lines[2]["error"].as_str().unwrap().starts_with("not a request"), "{lines:?}");
+        assert_eq!(lines[3], serde_json::json!({"reset": "ok"}));
+        assert_eq!(lines[4]["status"], "error", "after reset, {lang} has no x: {lines:?}");
+    }
+}
