@@ -376,8 +376,9 @@ fn run_description(language: Language, in_scope: &[ToolSummary], unavailable: &s
         Language::JavaScript => (
             wasmbox_stubs::typescript(in_scope),
             "Runs JavaScript (SpiderMonkey, no fetch; Intl for en, en-GB, de, fr, es, it, pt, nl, ja, zh) in a \
-             WebAssembly sandbox with no files, network or environment, and returns its outcome: status, \
-             value, stdout, stderr, error with stack, and the tool calls it made.",
+             WebAssembly sandbox with no host files (a global `fs` with Node's functions over a scratch \
+             /tmp of its own), network or environment, and returns its outcome: status, value, stdout, \
+             stderr, error with stack, and the tool calls it made.",
             "The code is the body of an async function: `return value` or `output(value)` gives the result; \
              console.log goes to stdout. Values are JSON. Call a tool as `await tools.NAME({arg: ...})`.",
             "A refused or failed call throws a `ToolError` subclass: `ToolDenied`, `ToolBudgetExhausted`, \
