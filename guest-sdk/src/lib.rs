@@ -57,7 +57,9 @@
 //!
 //! # What a guest gets
 //! Stdout and stderr are captured into the run's outcome; clocks and random numbers
-//! work; there is no filesystem, network, environment or argument list. The host
+//! work; the run's in-memory files (`/input`, `/output`, `/tmp`; no host path) are in
+//! the raw bindings, `bindings::wasmbox::sandbox::files` (WIT 0.1.1); there is no host
+//! filesystem, network, environment or argument list. The host
 //! refuses, before instantiating it, a component that imports more than that (for
 //! example `std::fs` pulls in `wasi:filesystem`). A panic traps the instance: the run
 //! ends with status `error`, kind `Trap`, and the panic message in its stderr — return
