@@ -110,6 +110,11 @@ fn run(tool: &str, code: &str) -> Value {
     json!({"tool": tool, "arguments": {"code": code}})
 }
 
+/// A call of `tool` whose code is the next step of session `session`.
+fn step(tool: &str, session: &str, code: &str) -> Value {
+    json!({"tool": tool, "arguments": {"code": code, "session": session}})
+}
+
 fn wasmbox() -> String {
     env!("CARGO_BIN_EXE_wasmbox").to_owned()
 }
@@ -170,13 +175,21 @@ out
 "#
         ),
         run("run_python", "tools.everything__get_sum(a=1, b=1)"),
+        // Named sessions: state persists from call to call, per language, until ended.
+        step("run_python", "s1", "import math\nx = 20"),
+        step("run_python", "s1", "math.floor(x * 2.1)"),
+        step("run_javascript", "j1", "let n = 40;"),
+        step("run_javascript", "j1", "return n + 2;"),
+        step("run_javascript", "s1", "return 1;"),
+        json!({"tool": "end_session", "arguments": {"session": "s1"}}),
+        step("run_python", "s1", "x"),
     ]);
     let command =
         [&wasmbox(), "mcp", "--servers", &servers.display().to_string(), "--allow", "all", "--timeout-ms", "4000"];
     let out = client(&partners, json!({"transport": "stdio", "command": command, "env": cache_env(), "calls": calls}));
 
     let names: Vec<&str> = out["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["run_python", "run_javascript", "search_tools"]);
+    assert_eq!(names, ["run_python", "run_javascript", "search_tools", "end_session"]);
     let description = out["tools"][0]["description"].as_str().unwrap();
     for tool in ["everything__get_sum", "py__multiply_numbers", "fragile__crash"] {
         assert!(description.contains(tool), "{tool} is not described: {description}");
@@ -216,6 +229,17 @@ out
     assert!(crashed[1][1].as_str().unwrap().contains("`fragile` is not available"), "{crashed}");
     // The engine and the other servers carry on.
     assert_eq!(structured(7)["value"], "The sum of 1 and 1 is 2.", "{}", results[7]);
+
+    assert_eq!(structured(8)["status"], "ok", "{}", results[8]);
+    assert_eq!(structured(9)["value"], 42, "{}", results[9]);
+    assert_eq!(structured(10)["status"], "ok", "{}", results[10]);
+    assert_eq!(structured(11)["value"], 42, "{}", results[11]);
+    assert_eq!(results[12]["isError"], true, "{}", results[12]);
+    let text = results[12]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("`s1` is a Python session"), "{text}");
+    assert_eq!(results[13]["isError"], false, "{}", results[13]);
+    // Ended: the name starts anew.
+    assert_eq!(structured(14)["error"]["kind"], "NameError", "{}", results[14]);
 }
 
 #[test]

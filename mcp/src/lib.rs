@@ -2,9 +2,10 @@
 //! wasmbox tools.
 //!
 //! - [`CodeModeServer`] is an MCP server (stdio or streamable HTTP, built on `rmcp`)
-//!   with three tools: `run_python` and `run_javascript`, whose descriptions carry typed
+//!   with four tools: `run_python` and `run_javascript`, whose descriptions carry typed
 //!   stubs of every tool in the run's scope and whose results are the run's outcome
-//!   (`structuredContent`, a text block, `isError` unless `ok`), and `search_tools`.
+//!   (`structuredContent`, a text block, `isError` unless `ok`), `search_tools`, and
+//!   `end_session` for the run tools' named sessions ([`sessions`]).
 //! - [`Downstream`] starts the MCP servers of a servers file ([`McpConfig`]) once per
 //!   process and offers each allowed tool as an ordinary [`wasmbox::Tool`]: every call
 //!   goes through the broker (scope, budgets, the tool's `inputSchema`, audit, redaction)
@@ -45,6 +46,7 @@ pub mod names;
 pub mod progress;
 mod report;
 pub mod server;
+pub mod sessions;
 
 pub use config::{ConfigError, McpConfig, ServerSpec, ToolAllowlist, TransportSpec};
 pub use downstream::{Downstream, DownstreamBuilder, Refused, ServerStatus};

@@ -1,11 +1,12 @@
-//! The MCP server: `run_python`, `run_javascript` and `search_tools`.
+//! The MCP server: `run_python`, `run_javascript`, `search_tools` and `end_session`.
 //!
 //! Each run tool's description carries typed stubs of every tool in the run's scope (in
 //! the tool's language), how to return a value and the error classes; its result is the
 //! run's outcome (`structuredContent` and text, `isError` unless `ok`). The catalogue is
 //! the command tools plus the downstream servers' tools; when a downstream server changes
 //! its tools, the catalogue is rebuilt before the next run and connected clients get
-//! `tools/list_changed`.
+//! `tools/list_changed`. A run tool's optional `session` names a session of the client's
+//! ([`crate::sessions`]) whose next step the code is.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use wasmbox::{CancelToken, RunRequest, Sandbox, Scope, ToolSummary, Tools};
 use crate::downstream::{Downstream, Refused};
 use crate::progress::OutputProgress;
 use crate::report;
+use crate::sessions::ClientSessions;
 
 /// The run tool for Python code.
 pub const RUN_PYTHON: &str = "run_python";
@@ -30,6 +32,8 @@ pub const RUN_PYTHON: &str = "run_python";
 pub const RUN_JAVASCRIPT: &str = "run_javascript";
 /// The tool that finds tools by name or description.
 pub const SEARCH_TOOLS: &str = "search_tools";
+/// The tool that ends a named session of the run tools.
+pub const END_SESSION: &str = "end_session";
 /// Past this many bytes of stubs, a run tool's description names the tools and leaves
 /// their signatures to `search_tools`.
 pub const MAX_STUB_BYTES: usize = 16 * 1024;
@@ -51,11 +55,13 @@ pub enum Language {
 /// sets the scope.
 pub type SandboxFactory = Arc<dyn Fn(Language, Tools) -> Result<Sandbox, wasmbox::Error> + Send + Sync>;
 
-/// The MCP server of `wasmbox mcp`. Cheap to clone: every clone (one per HTTP session)
-/// shares the catalogue, the sandboxes and the downstream servers.
+/// The MCP server of `wasmbox mcp`. Cheap to clone: every clone shares the catalogue,
+/// the sandboxes, the downstream servers and the named sessions; each HTTP session of
+/// MCP gets a server with sessions of its own.
 #[derive(Clone)]
 pub struct CodeModeServer {
     shared: Arc<Shared>,
+    sessions: Arc<ClientSessions>,
 }
 
 impl std::fmt::Debug for CodeModeServer {
@@ -113,6 +119,7 @@ impl CodeModeServer {
                 catalogue: Mutex::new(None),
                 peers: Mutex::new(Vec::new()),
             }),
+            sessions: Arc::default(),
         };
         if let Some(downstream) = &server.shared.downstream {
             tokio::spawn(announce_changes(Arc::downgrade(&server.shared), downstream.changes()));
@@ -159,7 +166,8 @@ impl CodeModeServer {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         ready(listener.local_addr()?);
         let service = StreamableHttpService::new(
-            move || Ok(self.clone()),
+            // Session names belong to the client that opened them.
+            move || Ok(CodeModeServer { shared: Arc::clone(&self.shared), sessions: Arc::default() }),
             Arc::new(LocalSessionManager::default()),
             // Loopback hosts only (the default), against DNS rebinding.
             StreamableHttpServerConfig::default(),
@@ -244,7 +252,16 @@ impl CodeModeServer {
                 "type": "object",
                 "properties": {
                     "code": {"type": "string", "description": what},
-                    "input": {"description": "Any JSON value, visible to the code as INPUT (JS: the global INPUT)."}
+                    "input": {"description": "Any JSON value, visible to the code as INPUT (JS: the global INPUT)."},
+                    "session": {
+                        "type": "string",
+                        "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+                        "description": "Keeps state across calls: calls with the same session name run in one \
+                            interpreter, so variables, imports, functions and files persist. Omit it for a fresh \
+                            interpreter. A session ends when a call breaches a limit (timeout, memory, output), \
+                            after 5 idle minutes, after an hour, or with end_session; the next call then says \
+                            so, and the call after it starts the name anew."
+                    }
                 },
                 "required": ["code"],
                 "additionalProperties": false
@@ -274,7 +291,18 @@ impl CodeModeServer {
                 "additionalProperties": false
             })),
         );
-        vec![python, javascript, search]
+        let end_session = McpTool::new(
+            END_SESSION,
+            "Ends a session of run_python or run_javascript (see their `session` argument), freeing its \
+             interpreter.",
+            object(json!({
+                "type": "object",
+                "properties": {"session": {"type": "string", "description": "The session's name."}},
+                "required": ["session"],
+                "additionalProperties": false
+            })),
+        );
+        vec![python, javascript, search, end_session]
     }
 
     fn unavailable_note(&self, catalogue: &Catalogue) -> String {
@@ -306,6 +334,11 @@ impl CodeModeServer {
             return failure("`code` must be a string of source code");
         };
         let input = args.get("input").cloned().unwrap_or(Value::Null);
+        match args.get("session") {
+            None => {}
+            Some(Value::String(name)) => return self.step(language, name, code, &input, ct).await,
+            Some(_) => return failure("`session` must be a string"),
+        }
         let catalogue = self.catalogue();
         let sandbox = match self.sandbox(&catalogue, language) {
             Ok(sandbox) => sandbox,
@@ -320,21 +353,49 @@ impl CodeModeServer {
         if let Some(progress) = &progress {
             request = request.output_sink(progress.sink());
         }
-        let run = sandbox.run_with(request);
-        tokio::pin!(run);
-        let outcome = tokio::select! {
-            outcome = &mut run => outcome,
-            () = ct => {
-                // The client sent notifications/cancelled: the run ends `cancelled`, and
-                // its tool calls in flight are dropped (downstream ones are cancelled).
-                cancel.cancel();
-                run.await
-            }
-        };
+        let outcome = cancelled_by(ct, &cancel, sandbox.run_with(request)).await;
         if let Some(progress) = progress {
             progress.finish().await;
         }
         report::run_result(&outcome)
+    }
+
+    /// Runs `code` as the next step of the client's session `name`, opened on first use.
+    /// A step's output is not sent as progress: it comes with the result.
+    async fn step(
+        &self,
+        language: Language,
+        name: &str,
+        code: &str,
+        input: &Value,
+        ct: impl std::future::Future<Output = ()>,
+    ) -> CallToolResult {
+        let open = self.sessions.get_or_open(name, language, || {
+            self.sandbox(&self.catalogue(), language).map_err(|err| {
+                tracing::error!("building the sandbox failed: {err}");
+                format!("the sandbox could not be set up: {err}")
+            })
+        });
+        let session = match open.await {
+            Ok(session) => session,
+            Err(message) => return failure(&message),
+        };
+        let cancel = CancelToken::new();
+        // A cancelled step ends its session.
+        let outcome = cancelled_by(ct, &cancel, session.run_cancellable(code, input, &cancel)).await;
+        self.sessions.after_step(name, &session, &outcome);
+        report::run_result(&outcome)
+    }
+
+    fn end_session(&self, args: &JsonObject) -> CallToolResult {
+        let Some(Value::String(name)) = args.get("session") else {
+            return failure("`session` must be a string");
+        };
+        if self.sessions.end(name) {
+            CallToolResult::success(vec![ContentBlock::text(format!("ended the session `{name}`"))])
+        } else {
+            failure(&format!("there is no open session `{name}`"))
+        }
     }
 
     fn search(&self, args: &JsonObject) -> CallToolResult {
@@ -356,6 +417,24 @@ impl CodeModeServer {
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(json!({"tools": names, "python": python, "typescript": typescript}));
         result
+    }
+}
+
+/// The outcome of `run`, cancelled through `cancel` when `ct` completes: the client sent
+/// notifications/cancelled, so the run ends `cancelled` and its tool calls in flight are
+/// dropped (downstream ones are cancelled).
+async fn cancelled_by(
+    ct: impl std::future::Future<Output = ()>,
+    cancel: &CancelToken,
+    run: impl std::future::Future<Output = wasmbox::Outcome>,
+) -> wasmbox::Outcome {
+    tokio::pin!(run);
+    tokio::select! {
+        outcome = &mut run => outcome,
+        () = ct => {
+            cancel.cancel();
+            run.await
+        }
     }
 }
 
@@ -471,6 +550,7 @@ impl ServerHandler for CodeModeServer {
             RUN_PYTHON => self.run(Language::Python, args, context.ct.cancelled(), progress).await,
             RUN_JAVASCRIPT => self.run(Language::JavaScript, args, context.ct.cancelled(), progress).await,
             SEARCH_TOOLS => self.search(&args),
+            END_SESSION => self.end_session(&args),
             other => {
                 return Err(ErrorData::invalid_params(Cow::Owned(format!("no tool named `{other}`")), None));
             }

@@ -208,7 +208,7 @@ async fn python_calls_downstream_tools_through_the_broker() {
     let setup = setup(Scope::All, Limits::default()).await;
     let tools = setup.client.peer().list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["run_python", "run_javascript", "search_tools"]);
+    assert_eq!(names, ["run_python", "run_javascript", "search_tools", "end_session"]);
     let description = tools[0].description.as_deref().unwrap();
     assert!(description.contains("fixture__get_sum"), "{description}");
     assert!(description.contains("the MCP server `gone` is unavailable"), "{description}");
@@ -348,4 +348,59 @@ async fn run_output_reaches_the_client_as_progress_while_the_code_runs() {
     }
     let progress: Vec<f64> = watcher.progress.lock().unwrap().iter().map(|(_, p)| *p).collect();
     assert!(progress.windows(2).all(|w| w[0] < w[1]), "progress increases: {progress:?}");
+}
+
+fn step_args(tool: &'static str, session: &str, code: &str) -> CallToolRequestParams {
+    let mut args = JsonObject::new();
+    args.insert("code".into(), json!(code));
+    args.insert("session".into(), json!(session));
+    CallToolRequestParams::new(tool).with_arguments(args)
+}
+
+/// The text and structured content of a call's result.
+async fn call(setup: &Setup, params: CallToolRequestParams) -> (String, Value) {
+    let result = setup.client.peer().call_tool(params).await.expect("the call is answered");
+    let text = result.content[0].as_text().expect("a text block").text.clone();
+    (text, result.structured_content.unwrap_or(Value::Null))
+}
+
+/// Calls that name a session run in one interpreter: a downstream tool's result kept
+/// in a variable is there in the next call; a step that times out ends the session, the
+/// next call says so, and the one after starts the name anew; at most
+/// `MAX_SESSIONS` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_sessions_keep_state_until_they_end() {
+    let limits = Limits { timeout_ms: 3_000, ..Limits::default() };
+    let setup = setup(Scope::All, limits).await;
+    let (_, first) = call(&setup, step_args("run_python", "a", "s = tools.fixture__get_sum(a=1, b=2)")).await;
+    assert_eq!(first["status"], "ok", "{first}");
+    let (_, second) = call(&setup, step_args("run_python", "a", "s['sum'] + 39")).await;
+    assert_eq!(second["value"], 42.0, "{second}");
+    // A run without a session does not see it.
+    let (fresh, _) = run(&setup, "s").await;
+    assert_eq!(fresh["error"]["kind"], "NameError", "{fresh}");
+
+    let (_, timed_out) = call(&setup, step_args("run_python", "a", "while True: pass")).await;
+    assert_eq!(timed_out["status"], "timeout", "{timed_out}");
+    let (_, ended) = call(&setup, step_args("run_python", "a", "s")).await;
+    assert_eq!(ended["error"]["kind"], "session_ended", "{ended}");
+    let (_, anew) = call(&setup, step_args("run_python", "a", "s")).await;
+    assert_eq!(anew["error"]["kind"], "NameError", "the name starts anew: {anew}");
+
+    for i in 1..wasmbox_mcp::sessions::MAX_SESSIONS {
+        let (_, opened) = call(&setup, step_args("run_javascript", &format!("js{i}"), "globalThis.k = 1;")).await;
+        assert_eq!(opened["status"], "ok", "{opened}");
+    }
+    let (text, _) = call(&setup, step_args("run_javascript", "one-too-many", "return 1;")).await;
+    assert!(text.contains("open sessions"), "{text}");
+    let mut args = JsonObject::new();
+    args.insert("session".into(), json!("js1"));
+    let (text, _) = call(&setup, CallToolRequestParams::new("end_session").with_arguments(args)).await;
+    assert!(text.contains("ended the session `js1`"), "{text}");
+    let (_, opened) = call(&setup, step_args("run_javascript", "one-too-many", "return 1;")).await;
+    assert_eq!(opened["value"], 1, "{opened}");
+    let (text, _) = call(&setup, step_args("run_python", "js2", "1")).await;
+    assert!(text.contains("`js2` is a JavaScript session"), "{text}");
+    let (text, _) = call(&setup, step_args("run_python", "no spaces", "1")).await;
+    assert!(text.contains("`session` must be"), "{text}");
 }
