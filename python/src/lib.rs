@@ -13,6 +13,7 @@
 
 mod convert;
 mod exit_guard;
+mod live_output;
 mod outcome;
 mod tools;
 
@@ -25,8 +26,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
 use serde_json::Value;
-use wasmbox::{CancelToken, Engine, EngineConfig, Isolation, Limits, Runtime, Sandbox, Scope, Tools};
+use wasmbox::{CancelToken, Engine, EngineConfig, Isolation, Limits, RunRequest, Runtime, Sandbox, Scope, Tools};
 
+use live_output::PyOutputSink;
 use outcome::PyOutcome;
 use tools::{ToolSpec, RUN_LOOP};
 
@@ -235,13 +237,23 @@ impl NativeSandbox {
         Ok(NativeSandbox { sandbox: Arc::new(sandbox) })
     }
 
-    /// Runs `code` to its outcome on this thread, the GIL released. Ctrl-C cancels the
-    /// run and raises `KeyboardInterrupt`.
-    fn run(&self, py: Python<'_>, code: &str, input: &Bound<'_, PyAny>) -> PyResult<PyOutcome> {
+    /// Runs `code` to its outcome on this thread, the GIL released, calling
+    /// `on_output(stream, text)` as the guest writes. Ctrl-C cancels the run and raises
+    /// `KeyboardInterrupt`.
+    #[pyo3(signature = (code, input, on_output=None))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        code: &str,
+        input: &Bound<'_, PyAny>,
+        on_output: Option<Py<PyAny>>,
+    ) -> PyResult<PyOutcome> {
         let input = convert::from_py(input)?;
         let token = CancelToken::new();
         let runtime = tokio_runtime();
-        let mut run = pin!(self.sandbox.run_cancellable(code, &input, &token));
+        let (request, sink) = request(code.to_owned(), input, token.clone(), on_output);
+        let mut run = pin!(self.sandbox.run_with(request));
+        let _finish = FinishOutput(sink);
         loop {
             let finished = py.detach(|| {
                 runtime.block_on(async {
@@ -264,22 +276,26 @@ impl NativeSandbox {
     }
 
     /// Starts `code` on the package's tokio threads and returns a handle at once;
-    /// `on_done(outcome)` is called, with the GIL, when the run ends. Async tools run
-    /// on `event_loop`.
+    /// `on_output(stream, text)` is called as the guest writes, and `on_done(outcome)`
+    /// when the run ends, both with the GIL, from threads of the package's. Async tools
+    /// run on `event_loop`.
+    #[pyo3(signature = (code, input, event_loop, on_done, on_output=None))]
     fn start(
         &self,
         code: String,
         input: &Bound<'_, PyAny>,
         event_loop: Py<PyAny>,
         on_done: Py<PyAny>,
+        on_output: Option<Py<PyAny>>,
     ) -> PyResult<RunHandle> {
         let input = convert::from_py(input)?;
         let token = CancelToken::new();
         let sandbox = Arc::clone(&self.sandbox);
-        let cancel = token.clone();
+        let (request, sink) = request(code, input, token.clone(), on_output);
         tokio_runtime().spawn(async move {
-            let run = sandbox.run_cancellable(&code, &input, &cancel);
+            let run = sandbox.run_with(request);
             let outcome = RUN_LOOP.scope(Arc::new(event_loop), run).await;
+            drop(FinishOutput(sink));
             exit_guard::attach(|py| {
                 let outcome = PyOutcome::new(outcome);
                 if let Err(err) = on_done.call1(py, (outcome,)) {
@@ -292,6 +308,34 @@ impl NativeSandbox {
 
     fn __repr__(&self) -> String {
         format!("{:?}", self.sandbox)
+    }
+}
+
+/// The run's request, with `on_output` as its sink when given.
+fn request(
+    code: String,
+    input: Value,
+    cancel: CancelToken,
+    on_output: Option<Py<PyAny>>,
+) -> (RunRequest, Option<Arc<PyOutputSink>>) {
+    let request = RunRequest::new(code).input(input).cancel(cancel);
+    match on_output {
+        None => (request, None),
+        Some(callback) => {
+            let sink = Arc::new(PyOutputSink::new(callback));
+            (request.output_sink(Arc::clone(&sink) as Arc<dyn wasmbox::OutputSink>), Some(sink))
+        }
+    }
+}
+
+/// Passes on what the sink held back when the run is over, however it ended.
+struct FinishOutput(Option<Arc<PyOutputSink>>);
+
+impl Drop for FinishOutput {
+    fn drop(&mut self) {
+        if let Some(sink) = &self.0 {
+            sink.finish();
+        }
     }
 }
 

@@ -147,3 +147,53 @@ def test_guest_versions_name_the_built_in_guests() -> None:
     versions = wasmbox.guest_versions()
     assert versions["python"]["runtime"].startswith("CPython")
     assert "wit" in versions["js"]
+
+
+def test_on_output_gets_the_output_while_the_code_runs() -> None:
+    """The guest prints, then waits in a tool until ``on_output`` has had the line: were
+    the output passed on only at the end, the tool would time out and the guest fail."""
+    import threading
+
+    for language, code in [
+        ("python", "import sys\nprint('ready')\nprint('é', file=sys.stderr)\nseen = tools.wait_ready()\nprint('after')\nseen"),
+        ("javascript", "console.log('ready'); console.error('é');\nconst seen = await tools.wait_ready();\nconsole.log('after'); return seen;"),
+    ]:
+        chunks: list[tuple[str, str]] = []
+        ready = threading.Event()
+
+        def wait_ready() -> bool:
+            """Returns once the sandbox's output said ready."""
+            return ready.wait(60)
+
+        def on_output(stream: str, text: str) -> None:
+            chunks.append((stream, text))
+            if "".join(t for s, t in chunks if s == "stdout").startswith("ready\n"):
+                ready.set()
+
+        sandbox = Sandbox(language, tools=[wait_ready], scope="all", limits=Limits(tool_timeout_ms=60_000))
+        outcome = sandbox.run(code, on_output=on_output)
+        assert outcome.status is Status.OK and outcome.value is True, outcome
+        assert "".join(t for s, t in chunks if s == "stdout") == outcome.stdout.text == "ready\nafter\n"
+        assert "".join(t for s, t in chunks if s == "stderr") == outcome.stderr.text == "é\n"
+
+
+def test_on_output_that_raises_does_not_stop_the_run_and_works_async() -> None:
+    import asyncio
+
+    def broken(stream: str, text: str) -> None:
+        raise RuntimeError("a callback that fails")
+
+    import sys
+
+    unraisable: list[BaseException | None] = []
+    hook, sys.unraisablehook = sys.unraisablehook, lambda raised: unraisable.append(raised.exc_value)
+    try:
+        outcome = Sandbox().run("print('a')\n1", on_output=broken)
+    finally:
+        sys.unraisablehook = hook
+    assert outcome.status is Status.OK and outcome.stdout.text == "a\n"
+    assert unraisable and isinstance(unraisable[0], RuntimeError), "the exception is reported, not lost"
+
+    seen: list[str] = []
+    outcome = asyncio.run(Sandbox().run_async("print('b')\n2", on_output=lambda stream, text: seen.append(text)))
+    assert outcome.value == 2 and "".join(seen) == "b\n"

@@ -104,9 +104,14 @@ class NativeSandbox:
         isolation: str,
         worker_program: str | None = None,
     ) -> None: ...
-    def run(self, code: str, input: Any) -> Outcome: ...
+    def run(self, code: str, input: Any, on_output: Callable[[str, str], Any] | None = None) -> Outcome: ...
     def start(
-        self, code: str, input: Any, event_loop: asyncio.AbstractEventLoop, on_done: Callable[[Outcome], None]
+        self,
+        code: str,
+        input: Any,
+        event_loop: asyncio.AbstractEventLoop,
+        on_done: Callable[[Outcome], None],
+        on_output: Callable[[str, str], Any] | None = None,
     ) -> RunHandle: ...
 
 def configure_engine(

@@ -71,18 +71,29 @@ class Sandbox:
             os.fspath(worker_program) if worker_program is not None else None,
         )
 
-    def run(self, code: str, input: Any = None) -> Outcome:
+    def run(
+        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+    ) -> Outcome:
         """Runs ``code`` with ``input`` (``INPUT`` in Python) and returns its `Outcome`.
 
         Never raises for what the guest did. Releases the GIL while the guest runs, so
         other threads run meanwhile; Ctrl-C cancels the run and raises
         ``KeyboardInterrupt``. Raises ``TypeError`` if ``input`` is not JSON data.
-        """
-        return self._native.run(code, input)
 
-    async def run_async(self, code: str, input: Any = None) -> Outcome:
+        ``on_output(stream, text)``, if given, is called as the guest writes, with
+        ``stream`` ``"stdout"`` or ``"stderr"``: the text the outcome keeps, in order,
+        within the output caps, from one of wasmbox's threads. An exception it raises
+        goes to ``sys.unraisablehook``; the run goes on.
+        """
+        return self._native.run(code, input, on_output)
+
+    async def run_async(
+        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+    ) -> Outcome:
         """Like `run`, awaiting the outcome without blocking the event loop. Async tools
-        run on this loop; cancelling the awaiting task cancels the run."""
+        run on this loop; cancelling the awaiting task cancels the run. ``on_output`` is
+        called from one of wasmbox's threads, not the loop's: use
+        ``loop.call_soon_threadsafe`` to hand text to the loop."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
 
@@ -92,7 +103,7 @@ class Sandbox:
             except RuntimeError:
                 pass  # the loop is closed: nobody is waiting any more
 
-        handle = self._native.start(code, input, loop, on_done)
+        handle = self._native.start(code, input, loop, on_done, on_output)
         try:
             return await future
         except asyncio.CancelledError:
