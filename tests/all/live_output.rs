@@ -169,3 +169,38 @@ async fn a_panicking_sink_does_not_hurt_the_host() {
         assert_eq!(value(&sandbox.run(code).await), json!("done"), "the next run is unaffected");
     }
 }
+
+/// A session step's output reaches the step's sink while the step runs, and each
+/// step's sink gets that step's output only (both languages); a step without a sink
+/// passes nothing on.
+#[tokio::test]
+async fn session_steps_have_live_output_of_their_own() {
+    for (runtime, first, between, second) in [
+        (python(), "print('one')\nx = tools.seen(text='one\\n')\nx", "print('unseen')", "print('two')\nx"),
+        (
+            javascript(),
+            "console.log('one');\nlet x = await tools.seen({text: 'one\\n'});\nreturn x;",
+            "console.log('unseen');",
+            "console.log('two');\nreturn x;",
+        ),
+    ] {
+        let recorder = Recorder::new();
+        let session = sandbox_seeing(runtime, &recorder, limits())
+            .session(wasmbox::SessionConfig::default())
+            .await
+            .expect("a session");
+        let sink: Arc<dyn OutputSink> = Arc::clone(&recorder) as Arc<dyn OutputSink>;
+        let outcome = session.run_with(RunRequest::new(first).output_sink(sink)).await;
+        assert_eq!(value(&outcome), json!(true), "`one` reached the sink during the step");
+        assert_sink_matches_outcome(&recorder, &outcome);
+
+        assert_eq!(session.run(between).await.status, Status::Ok);
+        let later = Recorder::new();
+        let sink: Arc<dyn OutputSink> = Arc::clone(&later) as Arc<dyn OutputSink>;
+        let outcome = session.run_with(RunRequest::new(second).output_sink(sink)).await;
+        assert_eq!(value(&outcome), json!(true), "state persisted");
+        assert_eq!(later.stream(OutputStream::Stdout), "two\n");
+        assert_sink_matches_outcome(&later, &outcome);
+        assert_eq!(recorder.stream(OutputStream::Stdout), "one\n", "the first sink got nothing after its step");
+    }
+}

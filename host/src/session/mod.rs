@@ -47,9 +47,10 @@ use crate::broker::{BrokerCtx, RunIdentity, Scope, Tools};
 use crate::cancel::CancelToken;
 use crate::execution::{self, time_bound};
 use crate::limits::Limits;
-use crate::live_output::OutputStream;
+use crate::live_output::{Delivery, OutputSink, OutputStream};
 use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputCapture;
+use crate::run_request::RunRequest;
 use crate::run_state::RunState;
 use crate::sandbox::{self, Sandbox};
 use crate::termination::{Phase, Termination};
@@ -257,6 +258,34 @@ impl Session {
     /// ending is an [`Outcome`], with a run id of its own. Dropping the future while the
     /// guest runs ends the session ([`SessionEnd::Abandoned`]).
     pub async fn run_cancellable(&self, code: &str, input: &Value, cancel: &CancelToken) -> Outcome {
+        self.run_step(code, input, cancel, None).await
+    }
+
+    /// Runs `request` as the next step: its code, input and cancel token, and its
+    /// [`OutputSink`](crate::OutputSink), if any, receiving the step's stdout and stderr
+    /// as the guest writes them (within the step's caps, as for
+    /// [`Sandbox::run_with`](crate::Sandbox::run_with)). A session's input files are
+    /// given when it opens ([`Session::open_with_files`]): a request with files of its
+    /// own is `invalid_request`.
+    pub async fn run_with(&self, request: RunRequest) -> Outcome {
+        let RunRequest { code, input, files, cancel, output_sink } = request;
+        if !files.is_empty() {
+            let detail = ErrorDetail::new(
+                "invalid_request",
+                "a session's input files are given when it opens (Session::open_with_files), not per step",
+            );
+            return Outcome::early(Status::InvalidRequest, detail);
+        }
+        self.run_step(&code, &input, &cancel, output_sink).await
+    }
+
+    async fn run_step(
+        &self,
+        code: &str,
+        input: &Value,
+        cancel: &CancelToken,
+        output_sink: Option<Arc<dyn OutputSink>>,
+    ) -> Outcome {
         let started = Instant::now();
         let shared = &*self.shared;
         let observers = shared.sandbox.observers();
@@ -273,7 +302,9 @@ impl Session {
             match (&state.end, shared.sandbox.prepare(code, input)) {
                 (Some(end), _) => ended(end),
                 (None, Err(error)) => Outcome::early(Status::InvalidRequest, error),
-                (None, Ok(input_json)) => shared.step(&mut state, code, &input_json, identity.clone(), cancel).await,
+                (None, Ok(input_json)) => {
+                    shared.step(&mut state, code, &input_json, identity.clone(), cancel, output_sink).await
+                }
             }
         };
         sandbox::finished(observers, identity, started, &mut outcome);
@@ -355,6 +386,7 @@ impl Shared {
         input_json: &str,
         identity: RunIdentity,
         cancel: &CancelToken,
+        output_sink: Option<Arc<dyn OutputSink>>,
     ) -> Outcome {
         let sandbox = &self.sandbox;
         let Some(live) = state.live.as_mut() else {
@@ -379,6 +411,9 @@ impl Shared {
             Err(message) => return execution::internal(message),
         };
         live.store.set_epoch_deadline(1);
+        let delivery = output_sink.map(|sink| Delivery::start(sink, &limits));
+        live.stdout.set_live(delivery.as_ref().map(|delivery| delivery.live().clone()));
+        live.stderr.set_live(delivery.as_ref().map(|delivery| delivery.live().clone()));
 
         state.in_step = true;
         let hard_timeout = time_bound(&limits, sandbox.runtime().engine().epoch_tick());
@@ -392,6 +427,8 @@ impl Shared {
         };
         let result = execution::within(hard_timeout, cancel, call).await;
         state.in_step = false;
+        live.stdout.set_live(None);
+        live.stderr.set_live(None);
 
         let fuel_used = live.store.get_fuel().map_or(0, |left| fuel.saturating_sub(left));
         let termination = execution::termination(result, cancel.is_cancelled());
@@ -418,6 +455,9 @@ impl Shared {
             };
             state.end = Some(end);
             state.live = None;
+        }
+        if let Some(delivery) = delivery {
+            delivery.finish(now + Duration::from_millis(limits.timeout_ms)).await;
         }
         outcome
     }
