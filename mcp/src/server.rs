@@ -336,7 +336,7 @@ impl CodeModeServer {
         let input = args.get("input").cloned().unwrap_or(Value::Null);
         match args.get("session") {
             None => {}
-            Some(Value::String(name)) => return self.step(language, name, code, &input, ct).await,
+            Some(Value::String(name)) => return self.step(language, name, code, &input, ct, progress).await,
             Some(_) => return failure("`session` must be a string"),
         }
         let catalogue = self.catalogue();
@@ -360,8 +360,8 @@ impl CodeModeServer {
         report::run_result(&outcome)
     }
 
-    /// Runs `code` as the next step of the client's session `name`, opened on first use.
-    /// A step's output is not sent as progress: it comes with the result.
+    /// Runs `code` as the next step of the client's session `name`, opened on first use,
+    /// its output sent as progress like a run's.
     async fn step(
         &self,
         language: Language,
@@ -369,6 +369,7 @@ impl CodeModeServer {
         code: &str,
         input: &Value,
         ct: impl std::future::Future<Output = ()>,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> CallToolResult {
         let open = self.sessions.get_or_open(name, language, || {
             self.sandbox(&self.catalogue(), language).map_err(|err| {
@@ -381,8 +382,16 @@ impl CodeModeServer {
             Err(message) => return failure(&message),
         };
         let cancel = CancelToken::new();
+        let progress = progress.map(|(peer, token)| OutputProgress::start(peer, token));
+        let mut request = RunRequest::new(code).input(input.clone()).cancel(cancel.clone());
+        if let Some(progress) = &progress {
+            request = request.output_sink(progress.sink());
+        }
         // A cancelled step ends its session.
-        let outcome = cancelled_by(ct, &cancel, session.run_cancellable(code, input, &cancel)).await;
+        let outcome = cancelled_by(ct, &cancel, session.run_with(request)).await;
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         self.sessions.after_step(name, &session, &outcome);
         report::run_result(&outcome)
     }

@@ -137,8 +137,10 @@ impl ClientHandler for Watcher {
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         let message = params.message.unwrap_or_default();
         let mut progress = self.progress.lock().unwrap();
+        let was_ready = progress.iter().map(|(m, _)| m.as_str()).collect::<String>().starts_with("ready\n");
         progress.push((message, params.progress));
-        if progress.iter().map(|(m, _)| m.as_str()).collect::<String>().starts_with("ready\n") {
+        // Once per run (the test clears the list between runs).
+        if !was_ready && progress.iter().map(|(m, _)| m.as_str()).collect::<String>().starts_with("ready\n") {
             self.seen.ready_seen.notify_one();
         }
         drop(progress);
@@ -334,20 +336,27 @@ async fn run_output_reaches_the_client_as_progress_while_the_code_runs() {
     let limits = Limits { tool_timeout_ms: 60_000, timeout_ms: 90_000, ..Limits::default() };
     let setup = setup(Scope::All, limits).await;
     let code = "import sys\nprint('ready')\nprint('warn', file=sys.stderr)\nr = tools.fixture__await_ready()\nprint('after')\nr";
-    let (outcome, is_error) = run(&setup, code).await;
-    assert!(!is_error, "{outcome}");
-    assert_eq!(outcome["value"], "seen live", "{outcome}");
-    assert_eq!((outcome["stdout"].as_str(), outcome["stderr"].as_str()), (Some("ready\nafter\n"), Some("warn\n")));
     let watcher = setup.client.service();
-    // Every notification precedes the result on the wire, but the client may handle
-    // them after it; bounded only so that a lost one fails instead of hanging the test.
-    let collected = || -> String { watcher.progress.lock().unwrap().iter().map(|(m, _)| m.as_str()).collect() };
-    while collected() != "ready\nwarn\nafter\n" {
-        let more = tokio::time::timeout(Duration::from_secs(30), watcher.progressed.notified()).await;
-        assert!(more.is_ok(), "notified: {:?}", watcher.progress.lock().unwrap());
+    // A run, then a step of a named session: both stream.
+    for session in [None, Some("live")] {
+        watcher.progress.lock().unwrap().clear();
+        let outcome = match session {
+            None => run(&setup, code).await.0,
+            Some(name) => call(&setup, step_args("run_python", name, code)).await.1,
+        };
+        assert_eq!(outcome["value"], "seen live", "{session:?}: {outcome}");
+        let output = (outcome["stdout"].as_str(), outcome["stderr"].as_str());
+        assert_eq!(output, (Some("ready\nafter\n"), Some("warn\n")));
+        // Every notification precedes the result on the wire, but the client may handle
+        // them after it; bounded only so that a lost one fails instead of hanging the test.
+        let collected = || -> String { watcher.progress.lock().unwrap().iter().map(|(m, _)| m.as_str()).collect() };
+        while collected() != "ready\nwarn\nafter\n" {
+            let more = tokio::time::timeout(Duration::from_secs(30), watcher.progressed.notified()).await;
+            assert!(more.is_ok(), "{session:?}: notified: {:?}", watcher.progress.lock().unwrap());
+        }
+        let progress: Vec<f64> = watcher.progress.lock().unwrap().iter().map(|(_, p)| *p).collect();
+        assert!(progress.windows(2).all(|w| w[0] < w[1]), "progress increases: {progress:?}");
     }
-    let progress: Vec<f64> = watcher.progress.lock().unwrap().iter().map(|(_, p)| *p).collect();
-    assert!(progress.windows(2).all(|w| w[0] < w[1]), "progress increases: {progress:?}");
 }
 
 fn step_args(tool: &'static str, session: &str, code: &str) -> CallToolRequestParams {
