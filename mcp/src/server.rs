@@ -347,16 +347,8 @@ impl CodeModeServer {
                 return failure(&format!("the sandbox could not be set up: {err}"));
             }
         };
-        let cancel = CancelToken::new();
-        let progress = progress.map(|(peer, token)| OutputProgress::start(peer, token));
-        let mut request = RunRequest::new(code.as_str()).input(input).cancel(cancel.clone());
-        if let Some(progress) = &progress {
-            request = request.output_sink(progress.sink());
-        }
-        let outcome = cancelled_by(ct, &cancel, sandbox.run_with(request)).await;
-        if let Some(progress) = progress {
-            progress.finish().await;
-        }
+        let request = RunRequest::new(code.as_str()).input(input);
+        let outcome = reporting(request, ct, progress, |request| sandbox.run_with(request)).await;
         report::run_result(&outcome)
     }
 
@@ -381,17 +373,9 @@ impl CodeModeServer {
             Ok(session) => session,
             Err(message) => return failure(&message),
         };
-        let cancel = CancelToken::new();
-        let progress = progress.map(|(peer, token)| OutputProgress::start(peer, token));
-        let mut request = RunRequest::new(code).input(input.clone()).cancel(cancel.clone());
-        if let Some(progress) = &progress {
-            request = request.output_sink(progress.sink());
-        }
         // A cancelled step ends its session.
-        let outcome = cancelled_by(ct, &cancel, session.run_with(request)).await;
-        if let Some(progress) = progress {
-            progress.finish().await;
-        }
+        let request = RunRequest::new(code).input(input.clone());
+        let outcome = reporting(request, ct, progress, |request| session.run_with(request)).await;
         self.sessions.after_step(name, &session, &outcome);
         report::run_result(&outcome)
     }
@@ -429,22 +413,38 @@ impl CodeModeServer {
     }
 }
 
-/// The outcome of `run`, cancelled through `cancel` when `ct` completes: the client sent
-/// notifications/cancelled, so the run ends `cancelled` and its tool calls in flight are
-/// dropped (downstream ones are cancelled).
-async fn cancelled_by(
+/// The outcome of `run(request)`, cancelled when `ct` completes (the client sent
+/// notifications/cancelled: the run ends `cancelled`, and its tool calls in flight are
+/// dropped, downstream ones cancelled), its output sent to the client as it comes when
+/// the call carried a progress token ([`crate::progress`]).
+async fn reporting<F>(
+    request: RunRequest,
     ct: impl std::future::Future<Output = ()>,
-    cancel: &CancelToken,
-    run: impl std::future::Future<Output = wasmbox::Outcome>,
-) -> wasmbox::Outcome {
+    progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    run: impl FnOnce(RunRequest) -> F,
+) -> wasmbox::Outcome
+where
+    F: std::future::Future<Output = wasmbox::Outcome>,
+{
+    let cancel = CancelToken::new();
+    let mut request = request.cancel(cancel.clone());
+    let progress = progress.map(|(peer, token)| OutputProgress::start(peer, token));
+    if let Some(progress) = &progress {
+        request = request.output_sink(progress.sink());
+    }
+    let run = run(request);
     tokio::pin!(run);
-    tokio::select! {
+    let outcome = tokio::select! {
         outcome = &mut run => outcome,
         () = ct => {
             cancel.cancel();
             run.await
         }
+    };
+    if let Some(progress) = progress {
+        progress.finish().await;
     }
+    outcome
 }
 
 /// A run tool's description: what the code can call, typed, and how to use it.
