@@ -8,13 +8,15 @@
 //! it could not use.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
-use wasmbox::{Session, SessionConfig};
+use wasmbox::{RunRequest, Session, SessionConfig};
 
+use crate::live_output::LivePrinter;
 use crate::{load_runtime, print_human, sandbox_flags, Lang};
 
 #[derive(clap::Args)]
@@ -118,12 +120,18 @@ async fn interactive(session: &Session, lang: Lang) -> Result<()> {
         let continued = !entry.is_empty();
         entry.push_str(line);
         entry.push('\n');
-        if (continued && !line.trim().is_empty()) || opens_block(&entry) {
+        // A first line that opens a block waits for more; once continued, an entry ends
+        // at an empty line, whatever brackets it seems to leave open.
+        let more = if continued { !line.trim().is_empty() } else { opens_block(&entry) };
+        if more {
             continue;
         }
-        let outcome = session.run(&std::mem::take(&mut entry)).await;
-        std::io::stdout().lock().write_all(outcome.stdout.text.as_bytes())?;
-        std::io::stderr().lock().write_all(outcome.stderr.text.as_bytes())?;
+        // As `wasmbox run` prints: live, and escaped on a terminal (the guest's output
+        // could otherwise drive the terminal with control sequences).
+        let printer = Arc::new(LivePrinter::new());
+        let request = RunRequest::new(std::mem::take(&mut entry)).output_sink(printer.clone());
+        let outcome = session.run_with(request).await;
+        printer.finish();
         print_human(&outcome)?;
     }
     Ok(())

@@ -303,6 +303,30 @@ fn guest_text_is_escaped_on_a_terminal_and_raw_in_a_pipe() {
     assert!(!seen.contains(['\x1b', '\x07', '\u{9b}']), "a control character reached the terminal: {seen:?}");
 }
 
+/// `wasmbox repl` on a terminal prints a step's output as `run` does: escaped, so the
+/// guest cannot drive the terminal. A bracket a string seems to open waits for the next
+/// line, and an empty line ends the entry.
+#[cfg(target_os = "linux")]
+#[test]
+fn repl_escapes_guest_text_on_a_terminal() {
+    let dir = fixture();
+    let entries = "import sys\nprint('A\\x1b[2JB\\x1b]0;t\\x07C')\n\nsys.stderr.write('\\x1b[31mred\\n')\n\n.exit\n";
+    let command = format!("'{}' repl --lang python", env!("CARGO_BIN_EXE_wasmbox"));
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` runs");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), entries.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(seen.contains("A\\x1b[2JB\\x1b]0;t\\x07C"), "{seen:?}");
+    assert!(seen.contains("\\x1b[31mred"), "{seen:?}");
+    assert!(!seen.contains(['\x1b', '\x07']), "a control character reached the terminal: {seen:?}");
+}
+
 #[cfg(unix)]
 #[test]
 fn without_a_home_the_cache_is_a_private_directory() {
