@@ -15,6 +15,7 @@ mod convert;
 mod exit_guard;
 mod live_output;
 mod outcome;
+mod session;
 mod tools;
 
 use std::path::PathBuf;
@@ -416,6 +417,7 @@ fn guest_versions(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<NativeSandbox>()?;
     module.add_class::<RunHandle>()?;
+    module.add_class::<session::NativeSession>()?;
     module.add_class::<PyOutcome>()?;
     module.add_class::<outcome::PyErrorDetail>()?;
     module.add_class::<outcome::PyCapturedOutput>()?;

@@ -27,6 +27,8 @@ from ._errors import (
     GuestNotBuiltError,
     IsolationError,
     LimitsError,
+    SessionBusyError,
+    SessionError,
     ToolRegistrationError,
     WasmboxError,
 )
@@ -42,6 +44,7 @@ from ._native import (
     guest_versions,
 )
 from ._sandbox import Language, Sandbox, ScopeLike
+from ._session import Session
 from ._tool import Tool, tool
 from ._types import CallStatus, Limits, Status
 
@@ -51,6 +54,7 @@ atexit.register(_native_shutdown)
 
 __all__ = [
     "Sandbox",
+    "Session",
     "Tool",
     "tool",
     "Limits",
@@ -75,4 +79,6 @@ __all__ = [
     "CacheError",
     "GuestError",
     "GuestNotBuiltError",
+    "SessionError",
+    "SessionBusyError",
 ]

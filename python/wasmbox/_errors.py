@@ -13,6 +13,8 @@ __all__ = [
     "CacheError",
     "GuestError",
     "GuestNotBuiltError",
+    "SessionError",
+    "SessionBusyError",
 ]
 
 
@@ -55,3 +57,23 @@ class GuestError(EngineError):
 
 class GuestNotBuiltError(GuestError):
     """This build of the package carries no such built-in guest."""
+
+
+class SessionError(WasmboxError):
+    """A session could not be opened or reset (``status`` ``rejected`` with ``kind``
+    ``admission`` when admission control turned it away; ``session_ended`` when a reset
+    comes after the lifetime), or was used after `Session.close` (``kind``
+    ``session_closed``). A configuration the session cannot use raises
+    `ConfigurationError` (`IsolationError` for worker isolation) instead."""
+
+    def __init__(self, message: str, status: str = "rejected", kind: str = "") -> None:
+        super().__init__(message)
+        from ._types import Status
+
+        self.status = Status(status)
+        self.kind = kind
+
+
+class SessionBusyError(WasmboxError, RuntimeError):
+    """A call on a `Session` while one of its steps (or a reset) is in progress, from
+    another thread or task: a session runs one step at a time."""

@@ -10,6 +10,7 @@ from typing import Any, Literal, Union
 from . import _native
 from ._errors import ConfigurationError
 from ._native import Outcome
+from ._session import Session
 from ._tool import Tool
 from ._types import Limits
 
@@ -109,6 +110,15 @@ class Sandbox:
         except asyncio.CancelledError:
             handle.cancel()
             raise
+
+    def session(self, *, idle_timeout_ms: int | None = None, max_lifetime_ms: int | None = None) -> Session:
+        """Opens a `Session`: one guest instance kept across steps (``session.run``).
+        ``idle_timeout_ms`` (default 5 min) and ``max_lifetime_ms`` (default 1 h) end it.
+        Holds an admission slot until closed. Raises `ConfigurationError` for a zero
+        duration, `IsolationError` for a sandbox with worker isolation, `SessionError`
+        when admission control refuses it."""
+        native = _native.NativeSession(self._native, idle_timeout_ms, max_lifetime_ms)
+        return Session(native, self)
 
     def __repr__(self) -> str:
         names = ", ".join(t.name for t in self.tools)
