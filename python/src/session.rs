@@ -21,7 +21,7 @@ use wasmbox::{CancelToken, Session, SessionConfig, SessionError, Status};
 
 use crate::outcome::PyOutcome;
 use crate::tools::RUN_LOOP;
-use crate::{convert, exit_guard, tokio_runtime, NativeSandbox, RunHandle, SIGNAL_POLL};
+use crate::{convert, exit_guard, tokio_runtime, FinishOutput, NativeSandbox, RunHandle, SIGNAL_POLL};
 
 /// A session of a `NativeSandbox`, made by `wasmbox.Sandbox.session`.
 #[pyclass(frozen, module = "wasmbox._native")]
@@ -136,20 +136,32 @@ impl NativeSession {
         })
     }
 
-    /// Runs `code` as the next step on this thread, the GIL released. Ctrl-C cancels the
-    /// step (ending the session) and raises `KeyboardInterrupt`.
-    fn run(&self, py: Python<'_>, code: &str, input: &Bound<'_, PyAny>) -> PyResult<PyOutcome> {
+    /// Runs `code` as the next step on this thread, the GIL released, calling
+    /// `on_output(stream, text)` as the guest writes. Ctrl-C cancels the step (ending the
+    /// session) and raises `KeyboardInterrupt`.
+    #[pyo3(signature = (code, input, on_output=None))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        code: &str,
+        input: &Bound<'_, PyAny>,
+        on_output: Option<Py<PyAny>>,
+    ) -> PyResult<PyOutcome> {
         let input = convert::from_py(input)?;
         let _busy = Busy::take(py, &self.busy)?;
         let session = self.open_session(py)?;
         let token = self.new_token();
-        let outcome = drive(py, session.run_cancellable(code, &input, &token), Some(&token))?;
+        let (request, sink) = crate::request(code.to_owned(), input, token.clone(), on_output);
+        let _finish = FinishOutput(sink);
+        let outcome = drive(py, session.run_with(request), Some(&token))?;
         Ok(PyOutcome::new(outcome))
     }
 
     /// Starts `code` as the next step on the package's tokio threads and returns a
-    /// handle at once; `on_done(outcome)` is called with the GIL when the step ends.
-    /// Async tools run on `event_loop`.
+    /// handle at once; `on_output(stream, text)` is called as the guest writes and
+    /// `on_done(outcome)` when the step ends, both with the GIL. Async tools run on
+    /// `event_loop`.
+    #[pyo3(signature = (code, input, event_loop, on_done, on_output=None))]
     fn start(
         &self,
         py: Python<'_>,
@@ -157,15 +169,17 @@ impl NativeSession {
         input: &Bound<'_, PyAny>,
         event_loop: Py<PyAny>,
         on_done: Py<PyAny>,
+        on_output: Option<Py<PyAny>>,
     ) -> PyResult<RunHandle> {
         let input = convert::from_py(input)?;
         let busy = Busy::take(py, &self.busy)?;
         let session = self.open_session(py)?;
         let token = self.new_token();
-        let cancel = token.clone();
+        let (request, sink) = crate::request(code, input, token.clone(), on_output);
         tokio_runtime().spawn(async move {
-            let step = session.run_cancellable(&code, &input, &cancel);
+            let step = session.run_with(request);
             let outcome = RUN_LOOP.scope(Arc::new(event_loop), step).await;
+            drop(FinishOutput(sink));
             // Free before the caller hears of the outcome, so that its next step can start.
             drop(busy);
             drop(session);

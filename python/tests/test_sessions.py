@@ -257,3 +257,19 @@ def test_ctrl_c_cancels_a_sync_step_and_ends_the_session() -> None:
     out, _ = child.communicate(timeout=60)
     assert out.splitlines() == ["interrupted", "rejected session_ended True", "42"]
     assert child.returncode == 0
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_steps_have_live_output_of_their_own(language: str) -> None:
+    say = {"python": "print(INPUT)", "javascript": "console.log(INPUT)"}[language]
+    with Sandbox(language).session() as session:
+        first: list[tuple[str, str]] = []
+        assert session.run(say, "one", on_output=lambda stream, text: first.append((stream, text))).is_ok()
+        second: list[tuple[str, str]] = []
+
+        async def main() -> wasmbox.Outcome:
+            return await session.run_async(say, "two", on_output=lambda stream, text: second.append((stream, text)))
+
+        assert asyncio.run(main()).stdout.text == "two\n"
+    assert "".join(text for stream, text in first if stream == "stdout") == "one\n"
+    assert "".join(text for stream, text in second if stream == "stdout") == "two\n"

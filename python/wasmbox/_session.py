@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -35,17 +36,23 @@ class Session:
         self._native = native
         self.sandbox = sandbox
 
-    def run(self, code: str, input: Any = None) -> Outcome:
+    def run(
+        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+    ) -> Outcome:
         """Runs ``code`` as the next step with ``input`` (``INPUT``) and returns its
         `Outcome`. Never raises for what the guest did. Releases the GIL while the guest
         runs; Ctrl-C cancels the step (which ends the session) and raises
-        ``KeyboardInterrupt``. Raises `SessionError` once closed."""
-        return self._native.run(code, input)
+        ``KeyboardInterrupt``. Raises `SessionError` once closed. ``on_output(stream,
+        text)`` gets the step's output as the guest writes it, as in `Sandbox.run`."""
+        return self._native.run(code, input, on_output)
 
-    async def run_async(self, code: str, input: Any = None) -> Outcome:
+    async def run_async(
+        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+    ) -> Outcome:
         """Like `run`, awaiting the outcome without blocking the event loop. Async tools
         run on this loop; cancelling the awaiting task cancels the step, which ends the
-        session: the task's ``CancelledError`` comes once the step has stopped."""
+        session: the task's ``CancelledError`` comes once the step has stopped.
+        ``on_output`` is called from one of wasmbox's threads, not the loop's."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
 
@@ -55,7 +62,7 @@ class Session:
             except RuntimeError:
                 pass  # the loop is closed: nobody is waiting any more
 
-        handle = self._native.start(code, input, loop, on_done)
+        handle = self._native.start(code, input, loop, on_done, on_output)
         try:
             # Shielded, so that a cancelled task can still wait for the step to stop.
             return await asyncio.shield(future)
