@@ -149,8 +149,10 @@ impl NativeSession {
     ) -> PyResult<PyOutcome> {
         let input = convert::from_py(input)?;
         let _busy = Busy::take(py, &self.busy)?;
-        let session = self.open_session(py)?;
+        // The token first: a close() from here on either finds the session gone below
+        // or cancels this step.
         let token = self.new_token();
+        let session = self.open_session(py)?;
         let (request, sink) = crate::request(code.to_owned(), input, token.clone(), on_output);
         let _finish = FinishOutput(sink);
         let outcome = drive(py, session.run_with(request), Some(&token))?;
@@ -173,8 +175,10 @@ impl NativeSession {
     ) -> PyResult<RunHandle> {
         let input = convert::from_py(input)?;
         let busy = Busy::take(py, &self.busy)?;
-        let session = self.open_session(py)?;
+        // The token first: a close() from here on either finds the session gone below
+        // or cancels this step.
         let token = self.new_token();
+        let session = self.open_session(py)?;
         let (request, sink) = crate::request(code, input, token.clone(), on_output);
         tokio_runtime().spawn(async move {
             let step = session.run_with(request);
@@ -216,9 +220,8 @@ impl NativeSession {
     /// frees them when it stops. Closing twice does nothing.
     fn close(&self, py: Python<'_>) {
         let session = self.session.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        if self.busy.load(Ordering::SeqCst) {
-            self.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).cancel();
-        }
+        // The step in progress, if any (else the last step's token, which is spent).
+        self.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).cancel();
         // The Store is dropped here unless a step still holds the session.
         py.detach(|| drop(session));
     }

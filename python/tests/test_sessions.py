@@ -273,3 +273,21 @@ def test_steps_have_live_output_of_their_own(language: str) -> None:
         assert asyncio.run(main()).stdout.text == "two\n"
     assert "".join(text for stream, text in first if stream == "stdout") == "one\n"
     assert "".join(text for stream, text in second if stream == "stdout") == "two\n"
+
+
+def test_close_cancels_a_step_in_progress() -> None:
+    started = threading.Event()
+
+    def mark() -> None:
+        started.set()
+
+    sandbox = Sandbox(tools=[mark], scope="all", limits=Limits(timeout_ms=600_000))
+    session = sandbox.session()
+    outcomes: list[wasmbox.Outcome] = []
+    step = threading.Thread(target=lambda: outcomes.append(session.run("tools.mark()\nwhile True:\n    pass")))
+    step.start()
+    started.wait(60)
+    session.close()
+    step.join(60)
+    assert outcomes[0].status == Status.CANCELLED
+    assert session.closed
