@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Union
 
 from . import _native
 from ._errors import ConfigurationError
+from ._awaiting import outcome_of
 from ._native import Outcome
 from ._session import Session
 from ._tool import Tool
@@ -95,21 +95,9 @@ class Sandbox:
         run on this loop; cancelling the awaiting task cancels the run. ``on_output`` is
         called from one of wasmbox's threads, not the loop's: use
         ``loop.call_soon_threadsafe`` to hand text to the loop."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Outcome] = loop.create_future()
-
-        def on_done(outcome: Outcome) -> None:
-            try:
-                loop.call_soon_threadsafe(_settle, future, outcome)
-            except RuntimeError:
-                pass  # the loop is closed: nobody is waiting any more
-
-        handle = self._native.start(code, input, loop, on_done, on_output)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            handle.cancel()
-            raise
+        return await outcome_of(
+            lambda loop, on_done: self._native.start(code, input, loop, on_done, on_output), wait_for_stop=False
+        )
 
     def session(self, *, idle_timeout_ms: int | None = None, max_lifetime_ms: int | None = None) -> Session:
         """Opens a `Session`: one guest instance kept across steps (``session.run``).
@@ -123,8 +111,3 @@ class Sandbox:
     def __repr__(self) -> str:
         names = ", ".join(t.name for t in self.tools)
         return f"Sandbox(language={self.language!r}, tools=[{names}], isolation={self.isolation!r})"
-
-
-def _settle(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
-    if not future.done():
-        future.set_result(outcome)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from . import _native
+from ._awaiting import outcome_of
 from ._native import Outcome
 
 __all__ = ["Session"]
@@ -53,25 +53,9 @@ class Session:
         run on this loop; cancelling the awaiting task cancels the step, which ends the
         session: the task's ``CancelledError`` comes once the step has stopped.
         ``on_output`` is called from one of wasmbox's threads, not the loop's."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Outcome] = loop.create_future()
-
-        def on_done(outcome: Outcome) -> None:
-            try:
-                loop.call_soon_threadsafe(_settle, future, outcome)
-            except RuntimeError:
-                pass  # the loop is closed: nobody is waiting any more
-
-        handle = self._native.start(code, input, loop, on_done, on_output)
-        try:
-            # Shielded, so that a cancelled task can still wait for the step to stop.
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            handle.cancel()
-            # The step stops within an epoch tick; once the task's CancelledError is
-            # out, the session is free and ended (`end` says `cancelled`).
-            await future
-            raise
+        return await outcome_of(
+            lambda loop, on_done: self._native.start(code, input, loop, on_done, on_output), wait_for_stop=True
+        )
 
     def reset(self) -> None:
         """Starts the session again on a fresh instance: nothing of the earlier steps
@@ -114,8 +98,3 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"Session({state}, sandbox={self.sandbox!r})"
-
-
-def _settle(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
-    if not future.done():
-        future.set_result(outcome)
