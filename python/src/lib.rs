@@ -3,7 +3,7 @@
 //! It holds one [`Engine`] per process, made on first use (`configure_engine` sets its
 //! settings before that), one [`Runtime`] per language, and one tokio runtime whose
 //! threads drive the runs that `run_async` starts. A sync `run` drives its run on the
-//! caller's thread with the GIL released, waking every [`SIGNAL_POLL`] to let Python
+//! caller's thread with the GIL released, waking every 50 ms (`blocking::drive`) to let Python
 //! handle signals: Ctrl-C cancels the run and raises `KeyboardInterrupt`.
 //!
 //! Only the crate's public API is used; the Python-facing classes, schema derivation
@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+mod blocking;
 mod convert;
 mod exit_guard;
 mod live_output;
@@ -19,9 +20,7 @@ mod session;
 mod tools;
 
 use std::path::PathBuf;
-use std::pin::pin;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -32,9 +31,6 @@ use wasmbox::{CancelToken, Engine, EngineConfig, Isolation, Limits, RunRequest, 
 use live_output::PyOutputSink;
 use outcome::PyOutcome;
 use tools::{ToolSpec, RUN_LOOP};
-
-/// How often a sync run lets Python look at pending signals (Ctrl-C).
-const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 /// The engine's settings until it is made; `None` once it is.
 static ENGINE_CONFIG: Mutex<Option<EngineConfig>> = Mutex::new(None);
@@ -251,29 +247,10 @@ impl NativeSandbox {
     ) -> PyResult<PyOutcome> {
         let input = convert::from_py(input)?;
         let token = CancelToken::new();
-        let runtime = tokio_runtime();
         let (request, sink) = request(code.to_owned(), input, token.clone(), on_output);
-        let mut run = pin!(self.sandbox.run_with(request));
         let _finish = FinishOutput(sink);
-        loop {
-            let finished = py.detach(|| {
-                runtime.block_on(async {
-                    tokio::select! {
-                        outcome = &mut run => Some(outcome),
-                        () = tokio::time::sleep(SIGNAL_POLL) => None,
-                    }
-                })
-            });
-            if let Some(outcome) = finished {
-                return Ok(PyOutcome::new(outcome));
-            }
-            if let Err(interrupt) = py.check_signals() {
-                token.cancel();
-                // Ends within an epoch tick; the guest's Store is dropped before we return.
-                py.detach(|| runtime.block_on(&mut run));
-                return Err(interrupt);
-            }
-        }
+        let outcome = blocking::drive(py, self.sandbox.run_with(request), Some(&token))?;
+        Ok(PyOutcome::new(outcome))
     }
 
     /// Starts `code` on the package's tokio threads and returns a handle at once;

@@ -10,8 +10,6 @@
 //! `close()` frees the instance and the admission slot; a step still running then is
 //! cancelled and the instance is freed when it stops.
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -19,9 +17,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 use wasmbox::{CancelToken, Session, SessionConfig, SessionError, Status};
 
+use crate::blocking::drive;
 use crate::outcome::PyOutcome;
 use crate::tools::RUN_LOOP;
-use crate::{convert, exit_guard, tokio_runtime, FinishOutput, NativeSandbox, RunHandle, SIGNAL_POLL};
+use crate::{convert, exit_guard, tokio_runtime, FinishOutput, NativeSandbox, RunHandle};
 
 /// A session of a `NativeSandbox`, made by `wasmbox.Sandbox.session`.
 #[pyclass(frozen, module = "wasmbox._native")]
@@ -54,35 +53,6 @@ impl Busy {
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
-    }
-}
-
-/// Drives `future` on this thread with the GIL released, looking at pending signals
-/// every [`SIGNAL_POLL`]. On Ctrl-C, `cancel` (when given) is cancelled and the future
-/// driven to its end (a step ends within an epoch tick); without one the future is
-/// dropped. Either way the `KeyboardInterrupt` is raised.
-fn drive<T: Send>(py: Python<'_>, future: impl Future<Output = T> + Send, cancel: Option<&CancelToken>) -> PyResult<T> {
-    let runtime = tokio_runtime();
-    let mut future = pin!(future);
-    loop {
-        let finished = py.detach(|| {
-            runtime.block_on(async {
-                tokio::select! {
-                    value = &mut future => Some(value),
-                    () = tokio::time::sleep(SIGNAL_POLL) => None,
-                }
-            })
-        });
-        if let Some(value) = finished {
-            return Ok(value);
-        }
-        if let Err(interrupt) = py.check_signals() {
-            if let Some(token) = cancel {
-                token.cancel();
-                py.detach(|| runtime.block_on(&mut future));
-            }
-            return Err(interrupt);
-        }
     }
 }
 
