@@ -53,7 +53,8 @@ fn packaged_sdk() -> PathBuf {
     let root = repo_root();
     let package_dir = tempfile::tempdir().unwrap();
     let output = cargo()
-        .args(["package", "-p", "wasmbox-guest", "--no-verify", "--allow-dirty", "--target-dir"])
+        .args(["package", "-p", "wasmbox-guest", "--no-verify", "--allow-dirty"])
+        .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
         .arg(package_dir.path())
         .current_dir(&root)
         .output()

@@ -574,28 +574,42 @@ fn fuzz_smoke(root: &Path) -> Result<()> {
 }
 
 /// The crates a user can depend on or install, packaged together: `wasmbox` depends
-/// on the two guest bundles, which are not on a registry yet.
-const PUBLISHED_CRATES: [&str; 7] = [
-    "wasmbox-guest-python",
-    "wasmbox-guest-js",
-    "wasmbox-host",
-    "wasmbox-stubs",
-    "wasmbox-mcp",
-    "wasmbox-cli",
-    "wasmbox-guest",
-];
+/// on the two guest bundles, which are not on a registry yet. The guest SDK
+/// (`wasmbox-guest`) is published too, from the guests' workspace.
+const PUBLISHED_CRATES: [&str; 6] =
+    ["wasmbox-guest-python", "wasmbox-guest-js", "wasmbox-host", "wasmbox-stubs", "wasmbox-mcp", "wasmbox-cli"];
 
-/// `cargo package` of [`PUBLISHED_CRATES`]: their metadata is complete, every path
-/// dependency has a version, and what each needs to build (the WIT package, the
-/// licence, the readme) is inside it. Not verified, which would build wasmtime without
-/// vendor/'s patch; the `guest_sdk` CLI test builds a guest against the SDK's package.
+/// `cargo package` of [`PUBLISHED_CRATES`] and the guest SDK: their metadata is
+/// complete, every path dependency has a version, and what each needs to build (the WIT
+/// package, the licence, the readme) is inside it. Not verified, which would build
+/// wasmtime without vendor/'s patch; the `guest_sdk` CLI test builds a guest against the
+/// SDK's package.
 fn package(root: &Path) -> Result<()> {
     let mut command = cargo();
     command.args(["package", "--quiet", "--no-verify", "--allow-dirty"]).current_dir(root);
     for name in PUBLISHED_CRATES {
         command.args(["-p", name]);
     }
-    run(&mut command)
+    run(&mut command)?;
+    run(cargo()
+        .args(["package", "--quiet", "--no-verify", "--allow-dirty", "-p", "wasmbox-guest"])
+        .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
+        .arg(root.join("target/guests-rust"))
+        .current_dir(root))
+}
+
+/// The guest SDK's unit tests, natively: it is a member of the guests' workspace, whose
+/// release build for wasm32-wasip2 already compiled the bindings generator for this
+/// host, so only the SDK and its runtime dependencies are compiled here. Linted as the
+/// test build is.
+fn test_guest_sdk(root: &Path) -> Result<()> {
+    let host = Command::new("rustc").args(["--print", "host-tuple"]).output().context("running rustc")?;
+    let host = String::from_utf8(host.stdout).context("rustc's host tuple")?;
+    run(linted(cargo())
+        .args(["test", "--quiet", "--release", "--locked", "-p", "wasmbox-guest", "--target", host.trim()])
+        .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
+        .arg(root.join("target/guests-rust"))
+        .current_dir(root))
 }
 
 fn test(root: &Path) -> Result<()> {
@@ -619,6 +633,7 @@ fn test(root: &Path) -> Result<()> {
         .args(["--manifest-path", "guests/rust/Cargo.toml", "--target-dir"])
         .arg(root.join("target/guests-rust"))
         .args(["--", "-D", "warnings"]))?;
+    test_guest_sdk(root)?;
     run(Command::new("python3").arg("guests/python/test_app_native.py"))?;
     run(Command::new("node").arg("guests/js/test_runner_native.mjs"))?;
     run(Command::new("node").arg("guests/js/test_bindings_native.mjs"))?;
