@@ -20,21 +20,29 @@ use crate::termination::{classify_trap, Latched, Phase, Termination};
 use crate::vfs::{InputFiles, Vfs};
 use crate::wasi;
 
-/// Runs `code` on a fresh instance of `runtime` under `limits`, its tool calls answered
-/// by `broker`, its output also passed to `live` as it is written. Every ending is an
-/// [`Outcome`] (run id and wall time left for the caller).
-// The run's parts, each used once; a struct for them would only be unpacked here.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn execute(
-    runtime: &Runtime,
-    limits: &Limits,
-    code: &str,
-    input_json: &str,
-    files: &InputFiles,
-    broker: GuestBroker,
-    cancel: CancelToken,
-    live: Option<LiveOutput>,
-) -> Outcome {
+/// One run as the places that execute runs take it (this process, a worker pool, the
+/// worker's serving loop): what to run, under which limits, with which files, and where
+/// its cancellation and live output come from. The broker travels beside it, because
+/// each of those places answers tool calls its own way.
+pub(crate) struct Job<'a> {
+    /// The run's limits.
+    pub(crate) limits: &'a Limits,
+    /// The guest code.
+    pub(crate) code: &'a str,
+    /// The run's input, as JSON text.
+    pub(crate) input_json: &'a str,
+    /// The files under `/input`.
+    pub(crate) files: &'a InputFiles,
+    /// Stops the run with status `cancelled`.
+    pub(crate) cancel: &'a CancelToken,
+    /// Where output goes as it is written, when someone listens.
+    pub(crate) live: Option<LiveOutput>,
+}
+
+/// Runs `job` on a fresh instance of `runtime`, its tool calls answered by `broker`.
+/// Every ending is an [`Outcome`] (run id and wall time left for the caller).
+pub(crate) async fn execute(runtime: &Runtime, job: Job<'_>, broker: GuestBroker) -> Outcome {
+    let Job { limits, code, input_json, files, cancel, live } = job;
     let engine = runtime.engine();
     let stdout = OutputCapture::new(OutputStream::Stdout, limits.max_stdout_bytes as usize);
     let stderr = OutputCapture::new(OutputStream::Stderr, limits.max_stderr_bytes as usize);
@@ -54,7 +62,7 @@ pub(crate) async fn execute(
         instantiate_time = instantiate_started.elapsed();
         runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await.map_err(|err| (Phase::Run, err))
     };
-    let result = within(hard_timeout, &cancel, call).await;
+    let result = within(hard_timeout, cancel, call).await;
 
     // The call future is gone; the Store is only read from here on, then dropped.
     let fuel_used = store.get_fuel().map_or(0, |left| fuel.saturating_sub(left));

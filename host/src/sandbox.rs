@@ -8,9 +8,9 @@ use crate::audit::{AuditConfig, AuditEvent, AuditSink, TracingSink};
 use crate::broker::link::GuestBroker;
 use crate::broker::{self, BrokerCtx, CallContext, Inherit, Observers, Reach, RunIdentity, RunTree, Scope, Tools};
 use crate::cancel::CancelToken;
-use crate::execution;
+use crate::execution::{self, Job};
 use crate::limits::Limits;
-use crate::live_output::{Delivery, LiveOutput};
+use crate::live_output::Delivery;
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::run_request::RunRequest;
 use crate::runtime::Runtime;
@@ -55,20 +55,8 @@ pub struct Sandbox {
 /// processes serve a sandbox's runs (see `worker/`). The broker stays here: the executor
 /// gets the run's [`BrokerCtx`] and answers the guest's tool calls through it.
 pub(crate) trait Executor: Send + Sync + std::fmt::Debug {
-    /// Runs `code` under `limits` with `files` under `/input`, passing its output to
-    /// `live` as it comes when given; every ending is an [`Outcome`] whose trail is the
-    /// broker's.
-    #[allow(clippy::too_many_arguments)]
-    fn execute<'a>(
-        &'a self,
-        limits: &'a Limits,
-        code: &'a str,
-        input_json: &'a str,
-        files: &'a InputFiles,
-        broker: BrokerCtx,
-        cancel: &'a CancelToken,
-        live: Option<LiveOutput>,
-    ) -> BoxFuture<'a, Outcome>;
+    /// Runs `job`; every ending is an [`Outcome`] whose trail is the broker's.
+    fn execute<'a>(&'a self, job: Job<'a>, broker: BrokerCtx) -> BoxFuture<'a, Outcome>;
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -311,24 +299,10 @@ impl Sandbox {
                         );
                         let delivery = output_sink.map(|sink| Delivery::start(sink, &self.limits));
                         let live = delivery.as_ref().map(|delivery| delivery.live().clone());
+                        let job = Job { limits: &self.limits, code, input_json: &input_json, files, cancel, live };
                         let outcome = match &self.executor {
-                            None => {
-                                let broker = GuestBroker::Local(broker);
-                                execution::execute(
-                                    &self.runtime,
-                                    &self.limits,
-                                    code,
-                                    &input_json,
-                                    files,
-                                    broker,
-                                    cancel.clone(),
-                                    live,
-                                )
-                                .await
-                            }
-                            Some(executor) => {
-                                executor.execute(&self.limits, code, &input_json, files, broker, cancel, live).await
-                            }
+                            None => execution::execute(&self.runtime, job, GuestBroker::Local(broker)).await,
+                            Some(executor) => executor.execute(job, broker).await,
                         };
                         if let Some(delivery) = delivery {
                             let deadline = started + std::time::Duration::from_millis(self.limits.timeout_ms);

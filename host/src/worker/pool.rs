@@ -14,18 +14,15 @@ use super::process::{Fault, WorkerProcess};
 use super::protocol::{max_reply_frame_bytes, RunRequest};
 use super::serve::WorkerConfig;
 use crate::broker::{BrokerCtx, ToolSummary};
-use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::execution;
+use crate::execution::{self, Job};
 use crate::isolation::{self, Isolation, WorkerLaunch};
 use crate::limits::Limits;
-use crate::live_output::LiveOutput;
 use crate::outcome::{ErrorDetail, Outcome, Status};
 use crate::runtime::GuestSource;
 use crate::sandbox::{Executor, Sandbox};
 use crate::termination::vouch_for;
-use crate::vfs::InputFiles;
 
 /// What a worker process may use beyond the guest's own memory cap: its code, the
 /// mapped precompiled guest, the runtime's stacks and buffers.
@@ -211,20 +208,10 @@ impl WorkerPool {
         }
     }
 
-    /// Runs in a worker. The parent's `broker` answers every tool call, so scope,
+    /// Runs `job` in a worker. The parent's `broker` answers every tool call, so scope,
     /// budgets and the trail are the parent's, whatever the worker claims.
-    // The run's parts, each used once; a struct for them would only be unpacked here.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn run(
-        &self,
-        limits: &Limits,
-        code: &str,
-        input_json: &str,
-        files: &InputFiles,
-        mut broker: BrokerCtx,
-        cancel: &CancelToken,
-        live: Option<LiveOutput>,
-    ) -> Outcome {
+    pub(crate) async fn run(&self, job: Job<'_>, mut broker: BrokerCtx) -> Outcome {
+        let Job { limits, code, input_json, files, cancel, live } = job;
         let request = RunRequest {
             guest: self.guest.path.clone(),
             policy: self.guest.policy,
@@ -294,17 +281,8 @@ impl Sandbox {
 }
 
 impl Executor for WorkerPool {
-    fn execute<'a>(
-        &'a self,
-        limits: &'a Limits,
-        code: &'a str,
-        input_json: &'a str,
-        files: &'a InputFiles,
-        broker: BrokerCtx,
-        cancel: &'a CancelToken,
-        live: Option<LiveOutput>,
-    ) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.run(limits, code, input_json, files, broker, cancel, live))
+    fn execute<'a>(&'a self, job: Job<'a>, broker: BrokerCtx) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.run(job, broker))
     }
 }
 

@@ -24,7 +24,7 @@ use crate::broker::{CallError, ToolSummary};
 use crate::cancel::CancelToken;
 use crate::engine::{Engine, EngineConfig};
 use crate::error::Error;
-use crate::execution;
+use crate::execution::{self, Job};
 use crate::import_check::ImportPolicy;
 use crate::live_output::{LiveOutput, Message};
 use crate::outcome::{ErrorDetail, Outcome, Status};
@@ -267,17 +267,15 @@ where
         let (live, chunks) = LiveOutput::channel(&request.limits);
         (live, tokio::spawn(forward_output(chunks, Arc::clone(writer))))
     });
-    let outcome = execution::execute(
-        &runtime,
-        &request.limits,
-        &request.code,
-        &request.input_json,
-        &request.files,
-        GuestBroker::Remote(Box::new(parent)),
-        cancel,
-        forwarding.as_ref().map(|(live, _)| live.clone()),
-    )
-    .await;
+    let job = Job {
+        limits: &request.limits,
+        code: &request.code,
+        input_json: &request.input_json,
+        files: &request.files,
+        cancel: &cancel,
+        live: forwarding.as_ref().map(|(live, _)| live.clone()),
+    };
+    let outcome = execution::execute(&runtime, job, GuestBroker::Remote(Box::new(parent))).await;
     // Every chunk goes out before the outcome, which ends the run for the parent.
     if let Some((live, forwarder)) = forwarding {
         live.end();
