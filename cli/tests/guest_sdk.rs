@@ -176,7 +176,7 @@ fn runs_with_a_tool(component: &Path) {
         wasmbox(run_dir.path(), cache.path(), &[&base[..], &["--allow", "double", "--input", r#"{"k": 1}"#]].concat());
     assert!(output.status.success(), "{outcome}\n{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(outcome["status"], "ok", "{outcome}");
-    assert_eq!(outcome["value"], serde_json::json!({"doubled": 42, "input": {"k": 1}, "wit": "0.1.1"}));
+    assert_eq!(outcome["value"], serde_json::json!({"doubled": 42, "input": {"k": 1}, "wit": "0.1.2"}));
     let calls = outcome["tool_calls"].as_array().expect("a trail of tool calls");
     assert_eq!(calls.len(), 1, "{outcome}");
     assert_eq!(calls[0]["tool"], "double", "{outcome}");

@@ -14,7 +14,7 @@
 //!   `?` turns a refused tool call into an exception of the run.
 //!
 //! The crate version carries the WIT version it was generated from in its build
-//! metadata (`0.1.1+wit-0.1.1`); [`WIT_VERSION`] says the same at run time.
+//! metadata (`0.1.2+wit-0.1.2`); [`WIT_VERSION`] says the same at run time.
 //!
 //! # Example
 //!
@@ -77,7 +77,7 @@ extern crate self as wasmbox_guest;
 use serde_json::Value;
 
 /// The version of the `wasmbox:sandbox` WIT package these bindings were generated from.
-pub const WIT_VERSION: &str = "0.1.1";
+pub const WIT_VERSION: &str = "0.1.2";
 
 /// The raw bindings of the `code-runner` world, as `wit-bindgen` generates them. Prefer
 /// the typed layer ([`tools`], [`export_runner!`]); these are here for what it lacks.

@@ -4,8 +4,8 @@
 // is built (componentize-js snapshots the initialised engine with wizer), so everything
 // here costs nothing per run.
 
-import { call, listTools } from 'wasmbox:sandbox/tools@0.1.1';
-import * as files from 'wasmbox:sandbox/files@0.1.1';
+import { call, listTools } from 'wasmbox:sandbox/tools@0.1.2';
+import * as files from 'wasmbox:sandbox/files@0.1.2';
 import { createRunner, makeConsole } from './core.js';
 import { makeFs } from './fs.js';
 import { installIntlOnFirstUse } from './intl/lazy.js';

@@ -91,7 +91,7 @@ function load(bindings, embedding) {
       () => assert.fail('list-tools is not under test'), embedding.call.bind(embedding)],
     (name, fns) => { modules[name] = fns; },
   );
-  return modules['wasmbox:sandbox/tools@0.1.1'].call;
+  return modules['wasmbox:sandbox/tools@0.1.2'].call;
 }
 
 function outcome(call, name, args) {

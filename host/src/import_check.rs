@@ -34,7 +34,7 @@ use crate::error::Error;
 /// The versions of the `wasmbox:sandbox` package this host serves. After a breaking
 /// change the old version stays here for one release, next to the new one (see
 /// docs/guests.md, "Versioning").
-pub const SERVED_SANDBOX_VERSIONS: &[&str] = &["0.1.1"];
+pub const SERVED_SANDBOX_VERSIONS: &[&str] = &["0.1.2"];
 
 /// Which imports a guest component may declare beyond what every guest is given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -1,6 +1,7 @@
-//! The host serves `wasmbox:sandbox@0.1.1` and still runs guests built against 0.1.0
-//! (docs/guests.md, "Versioning the world"): wasmtime matches a `0.1.0` import to the
-//! host's `0.1.1` interface, and the host's `0.1.1` runner binding finds a `0.1.0` export.
+//! The host serves `wasmbox:sandbox@0.1.2` and still runs guests built against 0.1.0 and
+//! 0.1.1 (docs/guests.md, "Versioning the world"): wasmtime matches a `0.1.0` or `0.1.1`
+//! import to the host's `0.1.2` interface, and the host's `0.1.2` runner binding finds an
+//! older export.
 //! The built-in guests are rebuilt with each WIT change, so this component, built against
 //! 0.1.0 and kept as text, is what holds that promise.
 
@@ -11,14 +12,26 @@ use crate::support::{engine, tools};
 
 const GUEST_0_1_0: &str = include_str!("guest_wit_0_1_0.wat");
 
-fn runtime() -> Runtime {
-    let bytes = wat::parse_str(GUEST_0_1_0).expect("valid WAT");
-    Runtime::from_bytes_with(&engine(), "guest_0_1_0", &bytes, ImportPolicy::Strict).expect("a 0.1.0 guest loads")
+fn runtime(version: &str) -> Runtime {
+    // The 0.1.1 guest is the same component naming 0.1.1: 0.1.1 added an interface it
+    // need not import, and changed nothing it does.
+    let text = GUEST_0_1_0.replace("@0.1.0", &format!("@{version}"));
+    let bytes = wat::parse_str(text).expect("valid WAT");
+    Runtime::from_bytes_with(&engine(), "guest", &bytes, ImportPolicy::Strict).expect("an older guest loads")
 }
 
 #[tokio::test]
 async fn a_guest_built_against_wit_0_1_0_loads_runs_and_calls_tools() {
-    let sandbox = Sandbox::new(runtime(), tools()).scope(Scope::only(["add"]));
+    a_guest_built_against_an_older_wit_loads_runs_and_calls_tools("0.1.0").await;
+}
+
+#[tokio::test]
+async fn a_guest_built_against_wit_0_1_1_loads_runs_and_calls_tools() {
+    a_guest_built_against_an_older_wit_loads_runs_and_calls_tools("0.1.1").await;
+}
+
+async fn a_guest_built_against_an_older_wit_loads_runs_and_calls_tools(version: &str) {
+    let sandbox = Sandbox::new(runtime(version), tools()).scope(Scope::only(["add"]));
     let outcome = sandbox.run_with_input("add", &json!({"a": 2, "b": 40})).await;
     assert_eq!(outcome.status, Status::Ok, "{outcome:?}");
     assert_eq!(outcome.value, Some(json!(42)));

@@ -3,13 +3,19 @@ let { TextEncoder, TextDecoder } = contentGlobal;
 let repCnt = 1;
 let repTable = new Map();
 
-let [$memory, $realloc, $dealloc, $import_wasmbox_sandbox_tools_0_1_1$listTools, $import_wasmbox_sandbox_tools_0_1_1$call, $import_wasmbox_sandbox_files_0_1_1$read, $import_wasmbox_sandbox_files_0_1_1$write, $import_wasmbox_sandbox_files_0_1_1$readDir, $import_wasmbox_sandbox_files_0_1_1$stat, $import_wasmbox_sandbox_files_0_1_1$remove, $import_wasmbox_sandbox_files_0_1_1$mkdir, $import_wasmbox_sandbox_files_0_1_1$rename] = $bindings;
+let [$memory, $realloc, $dealloc, $import_wasmbox_sandbox_tools_0_1_2$listTools, $import_wasmbox_sandbox_tools_0_1_2$call, $import_wasmbox_sandbox_tools_0_1_2$startCall, $import_wasmbox_sandbox_tools_0_1_2$awaitAny, $import_wasmbox_sandbox_files_0_1_2$read, $import_wasmbox_sandbox_files_0_1_2$write, $import_wasmbox_sandbox_files_0_1_2$readDir, $import_wasmbox_sandbox_files_0_1_2$stat, $import_wasmbox_sandbox_files_0_1_2$remove, $import_wasmbox_sandbox_files_0_1_2$mkdir, $import_wasmbox_sandbox_files_0_1_2$rename] = $bindings;
 delete globalThis.$bindings;
 
 
 
 let dv = new DataView(new ArrayBuffer());
 const dataView = mem => dv.buffer === mem.buffer ? dv : dv = new DataView(mem.buffer);
+
+function toUint32(val) {
+  
+  return val >>> 0;
+}
+
 
 function _isValidNumericPrimitive(ty, v) {
   if (v === undefined || v === null) { return false; }
@@ -109,7 +115,7 @@ function getErrorPayload(e) {
   return e;
 }
 
-function import_wasmbox_sandbox_tools_0_1_1$listTools() {
+function import_wasmbox_sandbox_tools_0_1_2$listTools() {
   _debugLog('[Instruction::CallWasm] enter', {
     funcName: 'list-tools',
     paramCount: 0,
@@ -118,7 +124,7 @@ function import_wasmbox_sandbox_tools_0_1_1$listTools() {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_tools_0_1_1$listTools();
+  ret = $import_wasmbox_sandbox_tools_0_1_2$listTools();
   var len3 = dataView($memory).getUint32(ret + 4, true);
   var base3 = dataView($memory).getUint32(ret + 0, true);
   if (base3 % 4 !== 0) throw new TypeError(`list pointer [${base3}] is not aligned to 4`);
@@ -155,7 +161,7 @@ function import_wasmbox_sandbox_tools_0_1_1$listTools() {
   return retCopy;
 }
 
-function import_wasmbox_sandbox_tools_0_1_1$call(arg0, arg1) {
+function import_wasmbox_sandbox_tools_0_1_2$call(arg0, arg1) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -174,7 +180,7 @@ function import_wasmbox_sandbox_tools_0_1_1$call(arg0, arg1) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_tools_0_1_1$call(ptr0, len0, ptr1, len1);
+  ret = $import_wasmbox_sandbox_tools_0_1_2$call(ptr0, len0, ptr1, len1);
   let variant9;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let variant8;
@@ -266,7 +272,232 @@ function import_wasmbox_sandbox_tools_0_1_1$call(arg0, arg1) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$read(arg0) {
+function import_wasmbox_sandbox_tools_0_1_2$startCall(arg0, arg1) {
+  
+  var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
+  var ptr0= encodeRes.ptr;
+  var len0 = encodeRes.len;
+  
+  
+  var encodeRes = _utf8AllocateAndEncode(arg1, $realloc, $memory);
+  var ptr1= encodeRes.ptr;
+  var len1 = encodeRes.len;
+  
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'start-call',
+    paramCount: 4,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_tools_0_1_2$startCall(ptr0, len0, ptr1, len1);
+  let variant8;
+  if (dataView($memory).getUint8(ret + 0, true)) {
+    let variant7;
+    switch (dataView($memory).getUint8(ret + 4, true)) {
+      case 0: {
+        var ptr2 = dataView($memory).getUint32(ret + 8, true);
+        var len2 = dataView($memory).getUint32(ret + 12, true);
+        var result2 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr2, len2));
+        if (len2 !== 0) $dealloc(ptr2, len2, 1);
+        variant7= {
+          tag: 'denied',
+          val: result2
+        };
+        break;
+      }
+      case 1: {
+        var ptr3 = dataView($memory).getUint32(ret + 8, true);
+        var len3 = dataView($memory).getUint32(ret + 12, true);
+        var result3 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr3, len3));
+        if (len3 !== 0) $dealloc(ptr3, len3, 1);
+        variant7= {
+          tag: 'budget-exhausted',
+          val: result3
+        };
+        break;
+      }
+      case 2: {
+        var ptr4 = dataView($memory).getUint32(ret + 8, true);
+        var len4 = dataView($memory).getUint32(ret + 12, true);
+        var result4 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr4, len4));
+        if (len4 !== 0) $dealloc(ptr4, len4, 1);
+        variant7= {
+          tag: 'invalid-args',
+          val: result4
+        };
+        break;
+      }
+      case 3: {
+        var ptr5 = dataView($memory).getUint32(ret + 8, true);
+        var len5 = dataView($memory).getUint32(ret + 12, true);
+        var result5 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr5, len5));
+        if (len5 !== 0) $dealloc(ptr5, len5, 1);
+        variant7= {
+          tag: 'failed',
+          val: result5
+        };
+        break;
+      }
+      case 4: {
+        var ptr6 = dataView($memory).getUint32(ret + 8, true);
+        var len6 = dataView($memory).getUint32(ret + 12, true);
+        var result6 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr6, len6));
+        if (len6 !== 0) $dealloc(ptr6, len6, 1);
+        variant7= {
+          tag: 'timeout',
+          val: result6
+        };
+        break;
+      }
+    }
+    variant8= {
+      tag: 'err',
+      val: variant7
+    };
+  } else {
+    variant8= {
+      tag: 'ok',
+      val: dataView($memory).getInt32(ret + 4, true) >>> 0
+    };
+  }
+  _debugLog('[Instruction::Return]', {
+    funcName: 'start-call',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = variant8;
+  $dealloc(ret);
+  
+  
+  if (typeof retCopy === 'object' && retCopy.tag === 'err') {
+    throw new ComponentError(retCopy.val);
+  }
+  return retCopy.val;
+  
+}
+
+function import_wasmbox_sandbox_tools_0_1_2$awaitAny(arg0) {
+  var variant0 = arg0;
+  let variant0_0;
+  let variant0_1;
+  if (variant0 === null || variant0=== undefined) {
+    variant0_0 = 0;
+    variant0_1 = 0;
+  } else {
+    const e = variant0;
+    variant0_0 = 1;
+    variant0_1 = toUint32(e);
+  }
+  _debugLog('[Instruction::CallWasm] enter', {
+    funcName: 'await-any',
+    paramCount: 2,
+    async: false,
+    postReturn: true,
+  });
+  let ret;
+  
+  ret = $import_wasmbox_sandbox_tools_0_1_2$awaitAny(variant0_0, variant0_1);
+  var len9 = dataView($memory).getUint32(ret + 4, true);
+  var base9 = dataView($memory).getUint32(ret + 0, true);
+  if (base9 % 4 !== 0) throw new TypeError(`list pointer [${base9}] is not aligned to 4`);
+  var result9 = [];
+  for (let i = 0; i < len9; i++) {
+    const base = base9 + i * 20;
+    let variant8;
+    if (dataView($memory).getUint8(base + 4, true)) {
+      let variant7;
+      switch (dataView($memory).getUint8(base + 8, true)) {
+        case 0: {
+          var ptr2 = dataView($memory).getUint32(base + 12, true);
+          var len2 = dataView($memory).getUint32(base + 16, true);
+          var result2 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr2, len2));
+          if (len2 !== 0) $dealloc(ptr2, len2, 1);
+          variant7= {
+            tag: 'denied',
+            val: result2
+          };
+          break;
+        }
+        case 1: {
+          var ptr3 = dataView($memory).getUint32(base + 12, true);
+          var len3 = dataView($memory).getUint32(base + 16, true);
+          var result3 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr3, len3));
+          if (len3 !== 0) $dealloc(ptr3, len3, 1);
+          variant7= {
+            tag: 'budget-exhausted',
+            val: result3
+          };
+          break;
+        }
+        case 2: {
+          var ptr4 = dataView($memory).getUint32(base + 12, true);
+          var len4 = dataView($memory).getUint32(base + 16, true);
+          var result4 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr4, len4));
+          if (len4 !== 0) $dealloc(ptr4, len4, 1);
+          variant7= {
+            tag: 'invalid-args',
+            val: result4
+          };
+          break;
+        }
+        case 3: {
+          var ptr5 = dataView($memory).getUint32(base + 12, true);
+          var len5 = dataView($memory).getUint32(base + 16, true);
+          var result5 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr5, len5));
+          if (len5 !== 0) $dealloc(ptr5, len5, 1);
+          variant7= {
+            tag: 'failed',
+            val: result5
+          };
+          break;
+        }
+        case 4: {
+          var ptr6 = dataView($memory).getUint32(base + 12, true);
+          var len6 = dataView($memory).getUint32(base + 16, true);
+          var result6 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr6, len6));
+          if (len6 !== 0) $dealloc(ptr6, len6, 1);
+          variant7= {
+            tag: 'timeout',
+            val: result6
+          };
+          break;
+        }
+      }
+      variant8= {
+        tag: 'err',
+        val: variant7
+      };
+    } else {
+      var ptr1 = dataView($memory).getUint32(base + 8, true);
+      var len1 = dataView($memory).getUint32(base + 12, true);
+      var result1 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr1, len1));
+      if (len1 !== 0) $dealloc(ptr1, len1, 1);
+      variant8= {
+        tag: 'ok',
+        val: result1
+      };
+    }
+    result9.push({
+      id: dataView($memory).getInt32(base + 0, true) >>> 0,
+      answer: variant8,
+    });
+  }
+  if (len9 !== 0) $dealloc(base9, len9 * 20, 4);
+  _debugLog('[Instruction::Return]', {
+    funcName: 'await-any',
+    paramCount: 1,
+    async: false,
+    postReturn: true
+  });
+  const retCopy = result9;
+  $dealloc(ret);
+  return retCopy;
+}
+
+function import_wasmbox_sandbox_files_0_1_2$read(arg0) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -280,7 +511,7 @@ function import_wasmbox_sandbox_files_0_1_1$read(arg0) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$read(ptr0, len0);
+  ret = $import_wasmbox_sandbox_files_0_1_2$read(ptr0, len0);
   let variant3;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum2;
@@ -362,7 +593,7 @@ function import_wasmbox_sandbox_files_0_1_1$read(arg0) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$write(arg0, arg1, arg2) {
+function import_wasmbox_sandbox_files_0_1_2$write(arg0, arg1, arg2) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -398,7 +629,7 @@ function import_wasmbox_sandbox_files_0_1_1$write(arg0, arg1, arg2) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$write(ptr0, len0, ptr1, len1, arg2 ? 1 : 0);
+  ret = $import_wasmbox_sandbox_files_0_1_2$write(ptr0, len0, ptr1, len1, arg2 ? 1 : 0);
   let variant3;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum2;
@@ -475,7 +706,7 @@ function import_wasmbox_sandbox_files_0_1_1$write(arg0, arg1, arg2) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$readDir(arg0) {
+function import_wasmbox_sandbox_files_0_1_2$readDir(arg0) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -489,7 +720,7 @@ function import_wasmbox_sandbox_files_0_1_1$readDir(arg0) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$readDir(ptr0, len0);
+  ret = $import_wasmbox_sandbox_files_0_1_2$readDir(ptr0, len0);
   let variant5;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum4;
@@ -593,7 +824,7 @@ function import_wasmbox_sandbox_files_0_1_1$readDir(arg0) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$stat(arg0) {
+function import_wasmbox_sandbox_files_0_1_2$stat(arg0) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -607,7 +838,7 @@ function import_wasmbox_sandbox_files_0_1_1$stat(arg0) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$stat(ptr0, len0);
+  ret = $import_wasmbox_sandbox_files_0_1_2$stat(ptr0, len0);
   let variant3;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum2;
@@ -700,7 +931,7 @@ function import_wasmbox_sandbox_files_0_1_1$stat(arg0) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$remove(arg0) {
+function import_wasmbox_sandbox_files_0_1_2$remove(arg0) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -714,7 +945,7 @@ function import_wasmbox_sandbox_files_0_1_1$remove(arg0) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$remove(ptr0, len0);
+  ret = $import_wasmbox_sandbox_files_0_1_2$remove(ptr0, len0);
   let variant2;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum1;
@@ -791,7 +1022,7 @@ function import_wasmbox_sandbox_files_0_1_1$remove(arg0) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$mkdir(arg0) {
+function import_wasmbox_sandbox_files_0_1_2$mkdir(arg0) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -805,7 +1036,7 @@ function import_wasmbox_sandbox_files_0_1_1$mkdir(arg0) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$mkdir(ptr0, len0);
+  ret = $import_wasmbox_sandbox_files_0_1_2$mkdir(ptr0, len0);
   let variant2;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum1;
@@ -882,7 +1113,7 @@ function import_wasmbox_sandbox_files_0_1_1$mkdir(arg0) {
   
 }
 
-function import_wasmbox_sandbox_files_0_1_1$rename(arg0, arg1) {
+function import_wasmbox_sandbox_files_0_1_2$rename(arg0, arg1) {
   
   var encodeRes = _utf8AllocateAndEncode(arg0, $realloc, $memory);
   var ptr0= encodeRes.ptr;
@@ -901,7 +1132,7 @@ function import_wasmbox_sandbox_files_0_1_1$rename(arg0, arg1) {
   });
   let ret;
   
-  ret = $import_wasmbox_sandbox_files_0_1_1$rename(ptr0, len0, ptr1, len1);
+  ret = $import_wasmbox_sandbox_files_0_1_2$rename(ptr0, len0, ptr1, len1);
   let variant3;
   if (dataView($memory).getUint8(ret + 0, true)) {
     let enum2;
@@ -978,7 +1209,7 @@ function import_wasmbox_sandbox_files_0_1_1$rename(arg0, arg1) {
   
 }
 
-async function export_runner_0_1_1$run(arg0, arg1, arg2, arg3, arg4) {
+async function export_runner_0_1_2$run(arg0, arg1, arg2, arg3, arg4) {
   var ptr0 = arg0;
   var len0 = arg1;
   var result0 = TEXT_DECODER_UTF8.decode(new Uint8Array($memory.buffer, ptr0, len0));
@@ -991,7 +1222,7 @@ async function export_runner_0_1_1$run(arg0, arg1, arg2, arg3, arg4) {
   let ret;
   
   try {
-    const hostRet2 = await runner011Run(result0, result1);
+    const hostRet2 = await runner012Run(result0, result1);
     ret = hostRet2 !== null && typeof hostRet2 === 'object' && (hostRet2.tag === 'ok' || hostRet2.tag === 'err')
     ? hostRet2
     : { tag: 'ok', val: hostRet2};
@@ -1108,19 +1339,21 @@ async function export_runner_0_1_1$run(arg0, arg1, arg2, arg3, arg4) {
 }
 
 
-defineBuiltinModule('wasmbox:sandbox/files@0.1.1', {
-  read: import_wasmbox_sandbox_files_0_1_1$read,
-  write: import_wasmbox_sandbox_files_0_1_1$write,
-  readDir: import_wasmbox_sandbox_files_0_1_1$readDir,
-  stat: import_wasmbox_sandbox_files_0_1_1$stat,
-  remove: import_wasmbox_sandbox_files_0_1_1$remove,
-  mkdir: import_wasmbox_sandbox_files_0_1_1$mkdir,
-  rename: import_wasmbox_sandbox_files_0_1_1$rename
+defineBuiltinModule('wasmbox:sandbox/files@0.1.2', {
+  read: import_wasmbox_sandbox_files_0_1_2$read,
+  write: import_wasmbox_sandbox_files_0_1_2$write,
+  readDir: import_wasmbox_sandbox_files_0_1_2$readDir,
+  stat: import_wasmbox_sandbox_files_0_1_2$stat,
+  remove: import_wasmbox_sandbox_files_0_1_2$remove,
+  mkdir: import_wasmbox_sandbox_files_0_1_2$mkdir,
+  rename: import_wasmbox_sandbox_files_0_1_2$rename
 });
 
-defineBuiltinModule('wasmbox:sandbox/tools@0.1.1', {
-  listTools: import_wasmbox_sandbox_tools_0_1_1$listTools,
-  call: import_wasmbox_sandbox_tools_0_1_1$call
+defineBuiltinModule('wasmbox:sandbox/tools@0.1.2', {
+  listTools: import_wasmbox_sandbox_tools_0_1_2$listTools,
+  call: import_wasmbox_sandbox_tools_0_1_2$call,
+  startCall: import_wasmbox_sandbox_tools_0_1_2$startCall,
+  awaitAny: import_wasmbox_sandbox_tools_0_1_2$awaitAny
 });
 class BindingsError extends Error {
   constructor (path, type, helpContext, help) {
@@ -1180,13 +1413,13 @@ class BindingsError extends Error {
     }
   }
   
-  let runner011Run;
+  let runner012Run;
   let __sourceName;
   function bindExports(sourceName) {
     __sourceName = sourceName;
     let __iface;
-    __iface = getInterfaceExport($source_mod, 'runner', 'wasmbox:sandbox/runner@0.1.1');
-    runner011Run = __iface.run;
-    verifyInterfaceFn(runner011Run, 'wasmbox:sandbox/runner@0.1.1', 'run', 'runner');
+    __iface = getInterfaceExport($source_mod, 'runner', 'wasmbox:sandbox/runner@0.1.2');
+    runner012Run = __iface.run;
+    verifyInterfaceFn(runner012Run, 'wasmbox:sandbox/runner@0.1.2', 'run', 'runner');
   }
   

@@ -21,9 +21,9 @@ export const TOOL_CALL = readFileSync(new URL('tool_call.js', here), 'utf8');
 /** Makes the bindings realm's standard classes while the snapshot is taken (see the file). */
 export const RESOLVE_CLASSES = readFileSync(new URL('resolve_classes.js', here), 'utf8');
 
-const CALL_START = 'function import_wasmbox_sandbox_tools_0_1_1$call(arg0, arg1) {\n';
-// The binding after `call`: the files import's first function (WIT 0.1.1).
-const CALL_END = '\nfunction import_wasmbox_sandbox_files_0_1_1$read(';
+const CALL_START = 'function import_wasmbox_sandbox_tools_0_1_2$call(arg0, arg1) {\n';
+// The binding after `call`: `start-call` (WIT 0.1.2).
+const CALL_END = '\nfunction import_wasmbox_sandbox_tools_0_1_2$startCall(';
 
 /** The text of the generated `call` binding, start and end in `bindings`. */
 export function generatedCall(bindings) {

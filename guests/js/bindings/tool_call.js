@@ -1,6 +1,6 @@
 // wasmbox's binding of the `wasmbox:sandbox/tools.call` import, spliced by patch.mjs into
 // the bindings componentize-js generates (generated.js) in place of its own
-// `import_wasmbox_sandbox_tools_0_1_1$call`. It runs in the bindings' scope: `$memory`,
+// `import_wasmbox_sandbox_tools_0_1_2$call`. It runs in the bindings' scope: `$memory`,
 // `$realloc`, `$dealloc`, the raw import, the UTF-8 coders and `ComponentError` are
 // theirs.
 //
@@ -28,11 +28,11 @@
 // the interpreter finds it by a lookup in those objects' property maps at every use, of
 // some twenty names per call; a closure's variable is a slot at a fixed place.
 
-const import_wasmbox_sandbox_tools_0_1_1$call = (() => {
+const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
   const memory = $memory;
   const realloc = $realloc;
   const dealloc = $dealloc;
-  const rawCall = $import_wasmbox_sandbox_tools_0_1_1$call;
+  const rawCall = $import_wasmbox_sandbox_tools_0_1_2$call;
   const encoder = TEXT_ENCODER_UTF8;
   const decoder = TEXT_DECODER_UTF8;
   const CallError = ComponentError;
@@ -118,7 +118,7 @@ const import_wasmbox_sandbox_tools_0_1_1$call = (() => {
     }
   }
 
-  function import_wasmbox_sandbox_tools_0_1_1$call(name, argsJson) {
+  function import_wasmbox_sandbox_tools_0_1_2$call(name, argsJson) {
     if (typeof name !== 'string' || typeof argsJson !== 'string') {
       expectString(name); // throws, naming the first non-string as the generated code does
       expectString(argsJson);
@@ -168,6 +168,6 @@ const import_wasmbox_sandbox_tools_0_1_1$call = (() => {
   }
 
   // Not enumerable, and only runner.js holds the function: guest code never sees it.
-  Object.defineProperty(import_wasmbox_sandbox_tools_0_1_1$call, 'forgetAllocations', { value: forgetAllocations });
-  return import_wasmbox_sandbox_tools_0_1_1$call;
+  Object.defineProperty(import_wasmbox_sandbox_tools_0_1_2$call, 'forgetAllocations', { value: forgetAllocations });
+  return import_wasmbox_sandbox_tools_0_1_2$call;
 })();

@@ -7,6 +7,8 @@
 //! through [`RemoteBroker`] — the seam a worker process implements to forward them to
 //! its parent. The core names no such client.
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use wasmtime::component::{HasData, Linker};
 
@@ -21,6 +23,19 @@ pub(crate) trait RemoteBroker: Send {
     fn list(&self) -> Vec<ToolSummary>;
     /// Forwards one call; the remote broker's answer is the guest's.
     fn call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<String, CallError>>;
+    /// Forwards a call to start, as [`BrokerCtx::start_call`].
+    fn start_call(&mut self, name: &str, args_json: &str) -> Result<u32, CallError> {
+        let _ = args_json;
+        Err(CallError::Denied(format!(
+            "tool `{}`: calls cannot overlap in a worker process",
+            super::bounded_name(name)
+        )))
+    }
+    /// The started calls that ended, as [`BrokerCtx::await_any`].
+    fn await_any(&mut self, timeout: Option<Duration>) -> BoxFuture<'_, Vec<(u32, Result<String, CallError>)>> {
+        let _ = timeout;
+        Box::pin(async { Vec::new() })
+    }
 }
 
 /// Who answers a guest's tool calls.
@@ -45,6 +60,20 @@ impl GuestBroker {
         match self {
             GuestBroker::Local(ctx) => ctx.call(name, args_json).await,
             GuestBroker::Remote(remote) => remote.call(name, args_json).await,
+        }
+    }
+
+    fn start_call(&mut self, name: &str, args_json: &str) -> Result<u32, CallError> {
+        match self {
+            GuestBroker::Local(ctx) => ctx.start_call(name, args_json),
+            GuestBroker::Remote(remote) => remote.start_call(name, args_json),
+        }
+    }
+
+    async fn await_any(&mut self, timeout: Option<Duration>) -> Vec<(u32, Result<String, CallError>)> {
+        match self {
+            GuestBroker::Local(ctx) => ctx.await_any(timeout).await,
+            GuestBroker::Remote(remote) => remote.await_any(timeout).await,
         }
     }
 
@@ -102,5 +131,15 @@ impl tools::Host for BrokerCtxView<'_> {
 
     async fn call(&mut self, name: String, args_json: String) -> Result<String, tools::CallError> {
         self.ctx.call(&name, &args_json).await.map_err(Into::into)
+    }
+
+    async fn start_call(&mut self, name: String, args_json: String) -> Result<tools::CallId, tools::CallError> {
+        self.ctx.start_call(&name, &args_json).map_err(Into::into)
+    }
+
+    async fn await_any(&mut self, timeout_ms: Option<u32>) -> Vec<tools::Finished> {
+        let timeout = timeout_ms.map(|ms| Duration::from_millis(ms.into()));
+        let finished = self.ctx.await_any(timeout).await;
+        finished.into_iter().map(|(id, result)| tools::Finished { id, answer: result.map_err(Into::into) }).collect()
     }
 }

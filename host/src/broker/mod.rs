@@ -9,6 +9,13 @@
 //! Projection runs *before* the result caps, because the caps bound what reaches the
 //! guest and a projection exists precisely to trim large payloads down to that.
 //!
+//! A guest may also have calls in flight together ([`BrokerCtx::start_call`], then
+//! [`BrokerCtx::await_any`]; WIT 0.1.2): the same checks admit each call when it starts,
+//! its tool runs as a task of its own, and its answer is checked and recorded when it
+//! ends. At most `max_concurrent_tool_calls` run at once across the run tree; a started
+//! call past that waits for one of its own run's calls to end. The trail stays in start
+//! order, and dropping the run's broker drops the tools still running.
+//!
 //! Denials come back to the guest as [`CallError`] values — catchable, never traps —
 //! and budget breaches are latched, so the run's outcome reports them even when the
 //! guest swallows the error. Nothing here touches wasmtime; [`link`] adapts it to the
@@ -27,6 +34,7 @@ mod schema;
 mod scope;
 mod tool;
 
+use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -193,12 +201,12 @@ impl Drop for NestedRun {
 }
 
 /// Releases an in-flight slot when the call ends, however it ends (including when the
-/// run is dropped mid-call).
-struct InFlight<'a>(&'a AtomicU32);
+/// run is dropped mid-call). Owned, so a started call's future can hold it.
+struct InFlight(Arc<RunTree>);
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -252,9 +260,53 @@ pub struct BrokerCtx {
     tree: Arc<RunTree>,
     observers: Observers,
     calls_made: u32,
+    /// Calls numbered so far (refused ones included): the last call id given.
+    attempts: u32,
     cumulative_result_bytes: u64,
     trail: Vec<ToolCallRecord>,
     breach: Option<ErrorDetail>,
+    /// The calls started by [`BrokerCtx::start_call`]; made at the first one, so a run
+    /// that only calls one at a time carries none of it.
+    overlap: Option<Box<Overlap>>,
+}
+
+/// What a call's record needs, from its number to its end.
+struct Ticket {
+    call_id: u32,
+    started: Instant,
+    args_bytes: u64,
+    payloads: Payloads,
+}
+
+/// How a tool's handler ended, before the broker checks its result.
+enum ToolEnd {
+    Answered(Value),
+    Failed(ToolFailure),
+    Panicked,
+    TimedOut(Duration),
+}
+
+/// A call started by [`BrokerCtx::start_call`] and not yet returned by
+/// [`BrokerCtx::await_any`].
+struct Started {
+    name: String,
+    tool: Arc<Tool>,
+    ticket: Ticket,
+}
+
+/// The overlapping calls of a run.
+#[derive(Default)]
+struct Overlap {
+    /// Each started tool runs as a task of its own, so it goes on while the guest
+    /// computes; dropping the set (with the run) aborts them, dropping their futures.
+    running: tokio::task::JoinSet<(u32, ToolEnd, Instant)>,
+    /// The call each task serves, for a task that ends without its answer.
+    tasks: HashMap<tokio::task::Id, u32>,
+    /// Calls let through while every in-flight slot was taken and this run had calls
+    /// running, in start order, each with its arguments: they start as slots free.
+    waiting: VecDeque<(u32, Value)>,
+    /// Started and waiting calls, by id.
+    open: HashMap<u32, Started>,
 }
 
 /// Payloads kept for the record when recording is on.
@@ -291,9 +343,11 @@ impl BrokerCtx {
             tree,
             observers,
             calls_made: 0,
+            attempts: 0,
             cumulative_result_bytes: 0,
             trail: Vec::new(),
             breach: None,
+            overlap: None,
         }
     }
 
@@ -317,51 +371,178 @@ impl BrokerCtx {
     /// A `name` longer than [`MAX_TOOL_NAME_BYTES`] is denied before any of it is
     /// copied, and recorded as its first bytes and its length.
     pub async fn call(&mut self, name: &str, args_json: &str) -> Result<String, CallError> {
-        let shown = bounded_name(name);
-        let attempt_cap = u64::from(self.limits.max_tool_calls) * 2 + REFUSED_ATTEMPT_SLACK;
-        if self.trail.len() as u64 >= attempt_cap {
-            let message = format!("tool `{shown}`: the run attempted more than {attempt_cap} tool calls");
-            self.latch("max_tool_calls", &message);
-            return Err(CallError::BudgetExhausted(message));
-        }
-        let started = Instant::now();
-        let call_id = self.trail.len() as u32 + 1;
-        self.observers.sink.record(&AuditEvent::ToolCallStarted {
-            run_id: self.run.run_id.clone(),
-            call_id,
-            ancestry: self.run.ancestry.clone(),
-            tool: shown.clone().into_owned(),
-            args_bytes: args_json.len() as u64,
-        });
-        let mut payloads = Payloads::default();
-        let result = self.checked_call(name, args_json, call_id, &mut payloads).await;
-        let (status, result_bytes, message) = match &result {
-            Ok(text) => (CallStatus::Ok, text.len() as u64, None),
-            Err(err) => (err.status(), 0, Some(self.recorded_message(err, &shown, payloads.tool_wrote_message))),
+        let mut ticket = self.number(name, args_json)?;
+        let result = match self.admit(name, args_json, &mut ticket.payloads) {
+            Ok((tool, args)) => match self.take_slot(name).and_then(|slot| self.spend(name).map(|()| slot)) {
+                Ok(slot) => {
+                    let end = self.launch(&tool, args, ticket.call_id, slot).await;
+                    self.checked_result(name, &tool, end, &mut ticket.payloads)
+                }
+                Err(refused) => Err(refused),
+            },
+            Err(refused) => Err(refused),
         };
-        let record = ToolCallRecord {
-            run_id: self.run.run_id.clone(),
-            call_id,
-            ancestry: self.run.ancestry.clone(),
-            tool: shown.into_owned(),
-            status,
-            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-            args_bytes: args_json.len() as u64,
-            result_bytes,
-            message,
-            args: payloads.args,
-            result: payloads.result,
-        };
-        let label = if self.tools.get(name).is_some() { name } else { UNKNOWN_TOOL_LABEL };
-        self.observers.metrics.tool_call_finished(label, status);
-        // The record goes into the event and comes back out for the trail: no clone of
-        // it (and of its payloads, when they are recorded) per call.
-        let event = AuditEvent::ToolCallFinished(record);
-        self.observers.sink.record(&event);
-        if let AuditEvent::ToolCallFinished(record) = event {
-            self.trail.push(record);
-        }
+        self.record(name, ticket, result.as_deref(), Instant::now());
         result
+    }
+
+    /// Checks a call as [`BrokerCtx::call`] does and starts it without waiting for it:
+    /// the tool runs as a task of its own until [`BrokerCtx::await_any`] returns its
+    /// answer. A refusal is recorded and returned here, as from `call`.
+    ///
+    /// When every in-flight slot of the run tree is taken and this run has calls of its
+    /// own running, the call waits for one of them to end instead of being refused
+    /// (its place in the call ceiling is kept meanwhile); with none of its own running,
+    /// nothing this run does would free a slot, and the call is refused as `call`
+    /// refuses it.
+    ///
+    /// # Errors
+    /// As [`BrokerCtx::call`], for every refusal made before the tool runs.
+    pub fn start_call(&mut self, name: &str, args_json: &str) -> Result<u32, CallError> {
+        let mut ticket = self.number(name, args_json)?;
+        let call_id = ticket.call_id;
+        let admitted = self.admit(name, args_json, &mut ticket.payloads);
+        let refused = match admitted {
+            Err(refused) => refused,
+            Ok((tool, args)) => {
+                let overlap = self.overlap_mut();
+                let own_running = !overlap.running.is_empty();
+                // Calls that wait start in order: a later one does not pass them.
+                let queue_first = own_running && !overlap.waiting.is_empty();
+                let slot = match if queue_first { None } else { self.free_slot() } {
+                    Some(slot) => Ok(Some(slot)),
+                    None if own_running => Ok(None),
+                    None => self.take_slot(name).map(Some),
+                };
+                match slot {
+                    Ok(Some(slot)) => match self.spend(name) {
+                        Ok(()) => {
+                            self.spawn(&tool, args, call_id, slot);
+                            self.open(name, tool, ticket);
+                            return Ok(call_id);
+                        }
+                        Err(refused) => refused,
+                    },
+                    Ok(None) => {
+                        // Keeps its place under the call ceiling while it waits.
+                        self.calls_made += 1;
+                        self.overlap_mut().waiting.push_back((call_id, args));
+                        self.open(name, tool, ticket);
+                        return Ok(call_id);
+                    }
+                    Err(refused) => refused,
+                }
+            }
+        };
+        self.record(name, ticket, Err(&refused), Instant::now());
+        Err(refused)
+    }
+
+    /// Waits until a started call has ended or `timeout` passed (`None`: no timeout of
+    /// its own; the run's deadline drops the run), then returns every started call that
+    /// has ended and was not returned before, with the answer `call` would have given,
+    /// oldest first. Empty when no started call is pending.
+    pub async fn await_any(&mut self, timeout: Option<Duration>) -> Vec<(u32, Result<String, CallError>)> {
+        let Some(overlap) = self.overlap.as_mut() else { return Vec::new() };
+        let mut ended = Vec::new();
+        if !overlap.running.is_empty() {
+            let next = overlap.running.join_next_with_id();
+            let joined = match timeout {
+                Some(timeout) => tokio::time::timeout(timeout, next).await.ok().flatten(),
+                None => next.await,
+            };
+            if let Some(joined) = joined {
+                ended.push(joined);
+            }
+        }
+        let overlap = self.overlap_mut();
+        while let Some(joined) = overlap.running.try_join_next_with_id() {
+            ended.push(joined);
+        }
+        let mut finished = Vec::with_capacity(ended.len());
+        for joined in ended {
+            let (call_id, end, at) = match joined {
+                Ok((task, (call_id, end, at))) => {
+                    self.overlap_mut().tasks.remove(&task);
+                    (call_id, end, at)
+                }
+                // Only an abort or a panic outside the handler's own catch ends a task so.
+                Err(err) => match self.overlap_mut().tasks.remove(&err.id()) {
+                    Some(call_id) => (call_id, ToolEnd::Panicked, Instant::now()),
+                    None => continue,
+                },
+            };
+            finished.push(self.finish(call_id, Ok(end), at));
+        }
+        self.start_waiting(&mut finished);
+        finished.sort_unstable_by_key(|(call_id, _)| *call_id);
+        finished
+    }
+
+    /// Starts waiting calls into free slots, in order; refuses the rest, as `call`
+    /// would, when this run has no call running that would free one.
+    fn start_waiting(&mut self, finished: &mut Vec<(u32, Result<String, CallError>)>) {
+        loop {
+            let Some(overlap) = self.overlap.as_mut() else { return };
+            if overlap.waiting.is_empty() {
+                return;
+            }
+            let own_running = !overlap.running.is_empty();
+            let slot = self.free_slot();
+            if slot.is_none() && own_running {
+                return;
+            }
+            let overlap = self.overlap_mut();
+            let Some((call_id, args)) = overlap.waiting.pop_front() else { return };
+            let Some((name, tool)) = overlap.open.get(&call_id).map(|s| (s.name.clone(), Arc::clone(&s.tool))) else {
+                continue;
+            };
+            // The place it kept under the call ceiling is spent now, or given back.
+            self.calls_made -= 1;
+            let slot = match slot {
+                Some(slot) => Ok(slot),
+                None => self.take_slot(&name),
+            };
+            match slot.and_then(|slot| self.spend(&name).map(|()| slot)) {
+                Ok(slot) => self.spawn(&tool, args, call_id, slot),
+                Err(refused) => finished.push(self.finish(call_id, Err(refused), Instant::now())),
+            }
+        }
+    }
+
+    fn overlap_mut(&mut self) -> &mut Overlap {
+        self.overlap.get_or_insert_with(Box::default)
+    }
+
+    fn open(&mut self, name: &str, tool: Arc<Tool>, ticket: Ticket) {
+        let call_id = ticket.call_id;
+        self.overlap_mut().open.insert(call_id, Started { name: name.to_owned(), tool, ticket });
+    }
+
+    fn spawn(&mut self, tool: &Tool, args: Value, call_id: u32, slot: InFlight) {
+        let call = self.launch(tool, args, call_id, slot);
+        let overlap = self.overlap_mut();
+        let task = overlap.running.spawn(async move { (call_id, call.await, Instant::now()) });
+        overlap.tasks.insert(task.id(), call_id);
+    }
+
+    /// Records the end of started call `call_id`: the tool's end, or a refusal before it
+    /// ran, checked as `call` checks it.
+    fn finish(
+        &mut self,
+        call_id: u32,
+        end: Result<ToolEnd, CallError>,
+        at: Instant,
+    ) -> (u32, Result<String, CallError>) {
+        let Some(Started { name, tool, mut ticket }) = self.overlap_mut().open.remove(&call_id) else {
+            return (call_id, Err(CallError::Failed("the call ended twice".into())));
+        };
+        let result = match end {
+            Ok(end) => self.checked_result(&name, &tool, end, &mut ticket.payloads),
+            Err(refused) => Err(refused),
+        };
+        self.record(&name, ticket, result.as_deref(), at);
+        (call_id, result)
     }
 
     /// The calls made so far, in order.
@@ -399,13 +580,68 @@ impl BrokerCtx {
         }
     }
 
-    async fn checked_call(
-        &mut self,
-        name: &str,
-        args_json: &str,
-        call_id: u32,
-        payloads: &mut Payloads,
-    ) -> Result<String, CallError> {
+    /// Numbers a call and audits its start, or refuses it unrecorded past the attempt bound.
+    fn number(&mut self, name: &str, args_json: &str) -> Result<Ticket, CallError> {
+        let attempt_cap = u64::from(self.limits.max_tool_calls) * 2 + REFUSED_ATTEMPT_SLACK;
+        if u64::from(self.attempts) >= attempt_cap {
+            let message =
+                format!("tool `{}`: the run attempted more than {attempt_cap} tool calls", bounded_name(name));
+            self.latch("max_tool_calls", &message);
+            return Err(CallError::BudgetExhausted(message));
+        }
+        self.attempts += 1;
+        let call_id = self.attempts;
+        self.observers.sink.record(&AuditEvent::ToolCallStarted {
+            run_id: self.run.run_id.clone(),
+            call_id,
+            ancestry: self.run.ancestry.clone(),
+            tool: bounded_name(name).into_owned(),
+            args_bytes: args_json.len() as u64,
+        });
+        Ok(Ticket {
+            call_id,
+            started: Instant::now(),
+            args_bytes: args_json.len() as u64,
+            payloads: Payloads::default(),
+        })
+    }
+
+    /// Records a call's end, audits it and puts it in the trail at its place in start order.
+    fn record(&mut self, name: &str, ticket: Ticket, result: Result<&str, &CallError>, ended: Instant) {
+        let shown = bounded_name(name);
+        let (status, result_bytes, message) = match result {
+            Ok(text) => (CallStatus::Ok, text.len() as u64, None),
+            Err(err) => (err.status(), 0, Some(self.recorded_message(err, &shown, ticket.payloads.tool_wrote_message))),
+        };
+        let record = ToolCallRecord {
+            run_id: self.run.run_id.clone(),
+            call_id: ticket.call_id,
+            ancestry: self.run.ancestry.clone(),
+            tool: shown.into_owned(),
+            status,
+            duration_ms: ended.saturating_duration_since(ticket.started).as_secs_f64() * 1000.0,
+            args_bytes: ticket.args_bytes,
+            result_bytes,
+            message,
+            args: ticket.payloads.args,
+            result: ticket.payloads.result,
+        };
+        let label = if self.tools.get(name).is_some() { name } else { UNKNOWN_TOOL_LABEL };
+        self.observers.metrics.tool_call_finished(label, status);
+        // The record goes into the event and comes back out for the trail: no clone of
+        // it (and of its payloads, when they are recorded) per call.
+        let event = AuditEvent::ToolCallFinished(record);
+        self.observers.sink.record(&event);
+        if let AuditEvent::ToolCallFinished(record) = event {
+            // Calls that overlap end in any order; the trail keeps the order they started in.
+            let at = self.trail.partition_point(|earlier| earlier.call_id < record.call_id);
+            self.trail.insert(at, record);
+        }
+    }
+
+    /// The checks before a call reaches its tool, up to the call ceiling: the tool and
+    /// the parsed arguments.
+    fn admit(&mut self, name: &str, args_json: &str, payloads: &mut Payloads) -> Result<(Arc<Tool>, Value), CallError> {
         if name.len() > MAX_TOOL_NAME_BYTES {
             let message = format!(
                 "tool `{}` is not available in this run: no tool name is longer than {MAX_TOOL_NAME_BYTES} bytes",
@@ -432,26 +668,60 @@ impl BrokerCtx {
             self.latch("max_tool_calls", &message);
             return Err(CallError::BudgetExhausted(message));
         }
+        Ok((tool, args))
+    }
+
+    /// An in-flight slot of the run tree, or the refusal (latched) when all are taken.
+    fn take_slot(&mut self, name: &str) -> Result<InFlight, CallError> {
+        match self.free_slot() {
+            Some(slot) => Ok(slot),
+            None => {
+                let message = format!(
+                    "tool `{name}`: {} tool calls are already in flight in this run and its parents",
+                    self.limits.max_concurrent_tool_calls
+                );
+                self.latch("max_concurrent_tool_calls", &message);
+                Err(CallError::BudgetExhausted(message))
+            }
+        }
+    }
+
+    /// An in-flight slot of the run tree, if one is free.
+    fn free_slot(&self) -> Option<InFlight> {
         let tree = Arc::clone(&self.tree);
         let in_flight = tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
-        let _slot = InFlight(&tree.calls_in_flight);
-        if in_flight >= self.limits.max_concurrent_tool_calls {
-            let message = format!(
-                "tool `{name}`: {} tool calls are already in flight in this run and its parents",
-                self.limits.max_concurrent_tool_calls
-            );
-            self.latch("max_concurrent_tool_calls", &message);
-            return Err(CallError::BudgetExhausted(message));
-        }
-        let budget = tree.max_tool_calls;
-        if !increment_below(&tree.tool_calls, budget) {
+        // Taken first and given back by the drop when over: the bound holds under races.
+        let slot = InFlight(tree);
+        (in_flight < self.limits.max_concurrent_tool_calls).then_some(slot)
+    }
+
+    /// Spends one call of the run tree's budget and of the run's ceiling.
+    fn spend(&mut self, name: &str) -> Result<(), CallError> {
+        let budget = self.tree.max_tool_calls;
+        if !increment_below(&self.tree.tool_calls, budget) {
             let message =
                 format!("tool `{name}`: this run and the runs nested with it have made their {budget} tool calls");
             self.latch("max_tree_tool_calls", &message);
             return Err(CallError::BudgetExhausted(message));
         }
         self.calls_made += 1;
+        Ok(())
+    }
 
+    /// The tool's call under its deadline, a panic contained, holding `slot` until it
+    /// ends: owns all it needs, so a started call can run as a task of its own.
+    ///
+    /// `call` polls it inline, not spawned: a spawned task lands on another worker
+    /// thread, and the two cross-thread wake-ups would cost many times the rest of the
+    /// call (docs/performance.md). A handler that *blocks* its thread (instead of
+    /// awaiting) still holds up its own run; it is the embedder's to make async.
+    fn launch(
+        &self,
+        tool: &Tool,
+        args: Value,
+        call_id: u32,
+        slot: InFlight,
+    ) -> impl std::future::Future<Output = ToolEnd> + Send + 'static {
         let ctx = CallContext {
             run: Arc::clone(&self.run),
             call_id,
@@ -460,7 +730,43 @@ impl BrokerCtx {
             tree: Arc::clone(&self.tree),
         };
         let timeout = tool.timeout().unwrap_or(Duration::from_millis(self.limits.tool_timeout_ms));
-        let value = self.invoke(&tool, args, ctx, timeout, payloads).await?;
+        let call = AssertUnwindSafe(tool.invoke(args, ctx)).catch_unwind();
+        async move {
+            let _slot = slot;
+            match tokio::time::timeout(timeout, call).await {
+                Ok(Ok(Ok(value))) => ToolEnd::Answered(value),
+                Ok(Ok(Err(failure))) => ToolEnd::Failed(failure),
+                Ok(Err(_panic)) => ToolEnd::Panicked,
+                Err(_elapsed) => ToolEnd::TimedOut(timeout),
+            }
+        }
+    }
+
+    /// The guest's answer from the tool's end: failures named, the result projected,
+    /// then held to the result caps.
+    fn checked_result(
+        &mut self,
+        name: &str,
+        tool: &Tool,
+        end: ToolEnd,
+        payloads: &mut Payloads,
+    ) -> Result<String, CallError> {
+        let value = match end {
+            ToolEnd::Answered(value) => value,
+            ToolEnd::Failed(failure) => {
+                payloads.tool_wrote_message = true;
+                return Err(CallError::Failed(format!("tool `{name}`: {failure}")));
+            }
+            ToolEnd::Panicked => {
+                tracing::error!(tool = name, "tool handler panicked");
+                return Err(CallError::Failed(format!("tool `{name}` failed unexpectedly")));
+            }
+            ToolEnd::TimedOut(timeout) => {
+                let message = format!("tool `{name}` did not answer within {} ms", timeout.as_millis());
+                self.latch("tool_timeout_ms", &message);
+                return Err(CallError::Timeout(message));
+            }
+        };
         let value = match tool.projection() {
             Some(projection) => projection.apply(&value).unwrap_or(Value::Null),
             None => value,
@@ -509,40 +815,6 @@ impl BrokerCtx {
             return Err(CallError::InvalidArgs(format!("tool `{name}`: {err}")));
         }
         Ok(args)
-    }
-
-    /// Runs the handler under its deadline, containing a panic.
-    ///
-    /// The handler is polled inline, not spawned: a spawned task lands on another
-    /// worker thread, and the two cross-thread wake-ups would cost many times the rest
-    /// of the call (docs/performance.md). A handler that *blocks* its thread (instead of
-    /// awaiting) still holds up its own run; it is the embedder's to make async.
-    async fn invoke(
-        &mut self,
-        tool: &Tool,
-        args: Value,
-        ctx: CallContext,
-        timeout: Duration,
-        payloads: &mut Payloads,
-    ) -> Result<Value, CallError> {
-        let name = tool.name();
-        let call = AssertUnwindSafe(tool.invoke(args, ctx)).catch_unwind();
-        match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(Ok(value))) => Ok(value),
-            Ok(Ok(Err(failure))) => {
-                payloads.tool_wrote_message = true;
-                Err(CallError::Failed(format!("tool `{name}`: {failure}")))
-            }
-            Ok(Err(_panic)) => {
-                tracing::error!(tool = name, "tool handler panicked");
-                Err(CallError::Failed(format!("tool `{name}` failed unexpectedly")))
-            }
-            Err(_elapsed) => {
-                let message = format!("tool `{name}` did not answer within {} ms", timeout.as_millis());
-                self.latch("tool_timeout_ms", &message);
-                Err(CallError::Timeout(message))
-            }
-        }
     }
 }
 

@@ -439,3 +439,236 @@ fn a_tree_holds_at_most_its_share_of_nested_runs() {
     drop((second, third));
     assert_eq!(tree.nested_runs.load(Ordering::Acquire), 0);
 }
+
+/// Tools for overlapping calls: `meet` answers once `parties` calls of it are in flight
+/// at once (and fails if that never happens), `count` notes the most calls of it in
+/// flight at once, `held` never answers and says when its future is dropped.
+struct Overlapping {
+    tools: Arc<Tools>,
+    most_at_once: Arc<AtomicU32>,
+    dropped: tokio::sync::mpsc::UnboundedReceiver<()>,
+}
+
+fn overlapping(parties: usize) -> Overlapping {
+    overlapping_within(parties, Duration::from_secs(20))
+}
+
+/// `overlapping` whose `meet` gives up after `patience`.
+fn overlapping_within(parties: usize, patience: Duration) -> Overlapping {
+    let barrier = Arc::new(tokio::sync::Barrier::new(parties));
+    let (in_flight, most_at_once) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let (dropped_tx, dropped) = tokio::sync::mpsc::unbounded_channel();
+    let schema = json!({"type": "object"});
+    let mut tools = Tools::new();
+    let most = Arc::clone(&most_at_once);
+    tools
+        .register(Tool::new("meet", "answers when all parties are in", schema.clone(), move |_| {
+            let barrier = Arc::clone(&barrier);
+            async move {
+                // Generous: only a broker that runs the calls one after another misses it.
+                match tokio::time::timeout(patience, barrier.wait()).await {
+                    Ok(_) => Ok(json!("met")),
+                    Err(_) => Err(ToolFailure::new("the other calls never came")),
+                }
+            }
+        }))
+        .unwrap()
+        .register(Tool::new("count", "notes calls in flight at once", schema.clone(), move |args| {
+            let (in_flight, most) = (Arc::clone(&in_flight), Arc::clone(&most));
+            async move {
+                let now = in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+                most.fetch_max(now, Ordering::AcqRel);
+                for _ in 0..20 {
+                    tokio::task::yield_now().await;
+                }
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                Ok(args)
+            }
+        }))
+        .unwrap()
+        .register(Tool::new("held", "never answers", schema, move |_| {
+            let guard = DropSignal(dropped_tx.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(Value::Null)
+            }
+        }))
+        .unwrap();
+    Overlapping { tools: Arc::new(tools), most_at_once, dropped }
+}
+
+/// Says when it is dropped, with the future that holds it.
+struct DropSignal(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// Awaits every started call; answers by id.
+async fn await_all(b: &mut BrokerCtx, mut started: usize) -> Vec<(u32, Result<String, CallError>)> {
+    let mut answers = Vec::new();
+    while started > 0 {
+        let finished = b.await_any(None).await;
+        assert!(!finished.is_empty(), "await_any without a timeout returns a call");
+        assert!(finished.windows(2).all(|w| w[0].0 < w[1].0), "oldest first");
+        started -= finished.len();
+        answers.extend(finished);
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn started_calls_run_at_the_same_time() {
+    let tools = overlapping(3);
+    let mut b = BrokerCtx::new(tools.tools, Scope::All, Limits::default());
+    let ids: Vec<u32> = (0..3).map(|_| b.start_call("meet", "{}").unwrap()).collect();
+    assert_eq!(ids, [1, 2, 3]);
+    let answers = await_all(&mut b, 3).await;
+    assert_eq!(answers.len(), 3);
+    for (_, answer) in &answers {
+        assert_eq!(answer.as_deref(), Ok(r#""met""#), "the three calls were in flight together");
+    }
+    let trail: Vec<u32> = b.trail().iter().map(|r| r.call_id).collect();
+    assert_eq!(trail, [1, 2, 3], "the trail is in start order");
+    assert!(b.trail().iter().all(|r| r.status == CallStatus::Ok));
+    assert_eq!(b.tree.calls_in_flight.load(Ordering::Acquire), 0);
+}
+
+#[tokio::test]
+async fn sequential_calls_do_not_meet() {
+    // The counter-proof of the test above: the same tool called one at a time fails.
+    let tools = overlapping_within(2, Duration::from_millis(50));
+    let mut b = BrokerCtx::new(tools.tools, Scope::All, Limits::default());
+    let err = b.call("meet", "{}").await.unwrap_err();
+    assert_eq!(err, CallError::Failed("tool `meet`: the other calls never came".into()));
+}
+
+#[tokio::test]
+async fn started_calls_past_the_concurrency_bound_wait_for_the_runs_own() {
+    let tools = overlapping(1);
+    let limits = Limits { max_concurrent_tool_calls: 2, ..Limits::default() };
+    let mut b = BrokerCtx::new(tools.tools, Scope::All, limits);
+    for i in 0..6 {
+        b.start_call("count", &format!(r#"{{"i":{i}}}"#)).unwrap();
+    }
+    let answers = await_all(&mut b, 6).await;
+    let mut values: Vec<String> = answers.into_iter().map(|(_, answer)| answer.unwrap()).collect();
+    values.sort();
+    assert_eq!(values.len(), 6);
+    assert_eq!(tools.most_at_once.load(Ordering::Acquire), 2, "never more than the bound in flight");
+    assert!(b.breach().is_none(), "waiting for a slot is not a breach");
+    assert_eq!(b.trail().iter().map(|r| r.call_id).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+}
+
+#[tokio::test]
+async fn a_started_call_is_refused_when_the_tree_holds_every_slot() {
+    let tree: Arc<RunTree> = Arc::default();
+    // A parent call is in flight; this run has nothing running that would free a slot.
+    tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+    let limits = Limits { max_concurrent_tool_calls: 1, ..Limits::default() };
+    let mut nested = BrokerCtx::for_run(
+        registry(),
+        Scope::All,
+        limits,
+        RunIdentity::top_level(),
+        Arc::clone(&tree),
+        Observers::default(),
+    );
+    let err = nested.start_call("echo", "{}").unwrap_err();
+    assert_eq!(err.status(), CallStatus::BudgetExhausted);
+    assert_eq!(nested.breach().unwrap().kind, "max_concurrent_tool_calls");
+    assert_eq!(nested.trail()[0].status, CallStatus::BudgetExhausted, "recorded as from call");
+    assert!(nested.await_any(Some(Duration::ZERO)).await.is_empty());
+    tree.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
+}
+
+#[tokio::test]
+async fn a_waiting_call_is_refused_once_the_run_has_nothing_running() {
+    let tree: Arc<RunTree> = Arc::default();
+    let limits = Limits { max_concurrent_tool_calls: 2, ..Limits::default() };
+    let mut b = BrokerCtx::for_run(
+        registry(),
+        Scope::All,
+        limits,
+        RunIdentity::top_level(),
+        Arc::clone(&tree),
+        Observers::default(),
+    );
+    b.start_call("echo", r#"{"n":1}"#).unwrap();
+    // Another run of the tree takes the other slot, then the freed one, and keeps them.
+    tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+    let waiting = b.start_call("echo", r#"{"n":2}"#).unwrap();
+    let first = b.await_any(None).await;
+    tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+    let mut answers = first;
+    while answers.len() < 2 {
+        answers.extend(b.await_any(None).await);
+    }
+    let (_, refused) = answers.iter().find(|(id, _)| *id == waiting).unwrap();
+    // Either it started before the other run took the freed slot, or it was refused.
+    if let Err(err) = refused {
+        assert_eq!(err.status(), CallStatus::BudgetExhausted);
+        assert_eq!(b.breach().unwrap().kind, "max_concurrent_tool_calls");
+    }
+    tree.calls_in_flight.fetch_sub(2, Ordering::AcqRel);
+    assert_eq!(tree.calls_in_flight.load(Ordering::Acquire), 0);
+}
+
+#[tokio::test]
+async fn started_calls_spend_the_same_budgets() {
+    let mut b = broker(Limits { max_tool_calls: 3, ..Limits::default() });
+    b.call("echo", "{}").await.unwrap();
+    b.start_call("echo", "{}").unwrap();
+    b.start_call("echo", "{}").unwrap();
+    let err = b.start_call("echo", "{}").unwrap_err();
+    assert_eq!(err.status(), CallStatus::BudgetExhausted);
+    assert_eq!(b.breach().unwrap().kind, "max_tool_calls");
+    let err = b.start_call("nope", "{}").unwrap_err();
+    assert_eq!(err.status(), CallStatus::Denied);
+    assert_eq!(await_all(&mut b, 2).await.len(), 2);
+    let statuses: Vec<CallStatus> = b.trail().iter().map(|r| r.status).collect();
+    use CallStatus::*;
+    assert_eq!(statuses, [Ok, Ok, Ok, BudgetExhausted, Denied], "in start order, refusals at their place");
+
+    let mut b = broker(Limits { max_tool_result_bytes: 100, max_cumulative_result_bytes: 150, ..Limits::default() });
+    for _ in 0..2 {
+        b.start_call("big", r#"{"n": 90}"#).unwrap();
+    }
+    let answers = await_all(&mut b, 2).await;
+    assert_eq!(answers.iter().filter(|(_, a)| a.is_ok()).count(), 1, "the cumulative cap spans started calls");
+    assert_eq!(b.breach().unwrap().kind, "max_cumulative_result_bytes");
+}
+
+#[tokio::test]
+async fn a_started_call_keeps_its_timeout_and_failures() {
+    let mut b = broker(Limits::default());
+    let hang = b.start_call("hang", "{}").unwrap();
+    let boom = b.start_call("boom", "{}").unwrap();
+    let mut answers = await_all(&mut b, 2).await;
+    answers.sort_by_key(|(id, _)| *id);
+    assert_eq!(answers[0].0, hang);
+    assert_eq!(answers[0].1.as_ref().unwrap_err().status(), CallStatus::Timeout);
+    assert_eq!(answers[1], (boom, Err(CallError::Failed("tool `boom` failed unexpectedly".into()))));
+    assert_eq!(b.breach().unwrap().kind, "tool_timeout_ms");
+}
+
+#[tokio::test]
+async fn await_any_returns_at_its_timeout_and_at_once_with_nothing_started() {
+    let mut tools = overlapping(1);
+    let mut b = BrokerCtx::new(Arc::clone(&tools.tools), Scope::All, Limits::default());
+    assert!(b.await_any(None).await.is_empty(), "nothing started: no wait");
+    b.start_call("held", "{}").unwrap();
+    assert!(b.await_any(Some(Duration::from_millis(1))).await.is_empty());
+    assert_eq!(b.tree.calls_in_flight.load(Ordering::Acquire), 1);
+    let tree = Arc::clone(&b.tree);
+    // A call the run never saw end is not in its trail, as a call dropped mid-way never was.
+    assert!(b.trail().is_empty());
+    // Dropping the run's broker drops the tool futures it started, and their slots.
+    drop(b);
+    let dropped = tokio::time::timeout(Duration::from_secs(20), tools.dropped.recv()).await;
+    assert_eq!(dropped.ok().flatten(), Some(()), "the held call's future was dropped");
+    assert_eq!(tree.calls_in_flight.load(Ordering::Acquire), 0);
+}
