@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -364,6 +364,41 @@ async fn a_cancelled_worker_run_ends_cancelled() {
     let outcome = sandbox.run_cancellable("while True: pass", &Value::Null, &cancel).await;
     assert_status(&outcome, Status::Cancelled);
     assert_status(&run(&sandbox, "1").await, Status::Ok);
+}
+
+/// Calls a guest in a worker starts together overlap there too: the parent's broker runs
+/// them at the same time (a barrier of four is met only so), in both languages.
+#[tokio::test]
+async fn started_calls_overlap_in_a_worker() {
+    let _serial = SERIAL.lock().await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(4));
+    let mut tools = Tools::new();
+    tools
+        .register(Tool::new("meet", "Answers when four calls are in", json!({"type": "object"}), move |args| {
+            let barrier = Arc::clone(&barrier);
+            async move {
+                match tokio::time::timeout(Duration::from_secs(20), barrier.wait()).await {
+                    Ok(_) => Ok(args["i"].clone()),
+                    Err(_) => Err(wasmbox::ToolFailure::new("the other calls never came")),
+                }
+            }
+        }))
+        .unwrap();
+    for (language, code) in [
+        ("python", "import asyncio\nasync def main():\n    return await asyncio.gather(*[tools.meet(i=i) for i in range(4)])\nasyncio.run(main())"),
+        ("js", "return await Promise.all([0, 1, 2, 3].map((i) => tools.meet({i})))"),
+    ] {
+        let options = WorkerOptions { program: Some(worker_program()), max_idle_workers: 0, ..WorkerOptions::default() };
+        let sandbox = Sandbox::new(runtime(language), tools.clone())
+            .scope(Scope::only(["meet"]))
+            .limits(Limits { timeout_ms: 30_000, ..Limits::default() })
+            .isolation_with(Isolation::Worker, options)
+            .unwrap();
+        let outcome = run(&sandbox, code).await;
+        assert_status(&outcome, Status::Ok);
+        assert_eq!(outcome.value, Some(json!([0, 1, 2, 3])), "{language}");
+        assert_eq!(outcome.tool_calls.iter().map(|c| c.call_id).collect::<Vec<_>>(), [1, 2, 3, 4], "{language}");
+    }
 }
 
 #[tokio::test]

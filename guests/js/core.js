@@ -21,6 +21,17 @@ const { isArray } = Array;
 const promiseThen = Promise.prototype.then;
 const promiseResolve = Promise.resolve.bind(Promise);
 const promiseReject = Promise.reject.bind(Promise);
+const withResolvers = typeof Promise.withResolvers === 'function'
+  ? Promise.withResolvers.bind(Promise)
+  : () => { // node before 22, for test_runner_native.mjs
+    let resolve;
+    let reject;
+    const promise = new Promise((yes, no) => {
+      resolve = yes;
+      reject = no;
+    });
+    return { promise, resolve, reject };
+  };
 const propertyIsEnumerable = Function.prototype.call.bind(Object.prototype.propertyIsEnumerable);
 
 // ------------------------------------------------------------------ strict JSON
@@ -322,7 +333,8 @@ const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(objectProto));
 /**
  * The function behind `tools.<name>`: an async function in all but name. The host import
  * is synchronous, so the call happens now (in program order) and the promise is already
- * settled.
+ * settled; but while the argument of `Promise.all(...)` (allSettled, race, any) is
+ * evaluated, calls are started instead, to run at the same time (see makeCalls).
  *
  * Shaped by what costs in this interpreter (no JIT; docs/performance.md has the
  * figures), where every call and return is a noticeable part of a tool call and every
@@ -335,7 +347,7 @@ const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(objectProto));
  * - the promise functions are bound once, so code that replaces `Promise` cannot change
  *   what a tool returns.
  */
-function toolFunction(host, name) {
+function toolFunction(host, name, calls) {
   return { [name](value, extra) {
     let argsJson;
     if (extra === undefined && typeof value === 'object' && value !== null && !isArray(value)) {
@@ -348,16 +360,12 @@ function toolFunction(host, name) {
         return promiseReject(e);
       }
     }
+    if (calls.deferring !== 0) return calls.start(name, argsJson);
     let result;
     try {
       result = host.call(name, argsJson);
     } catch (e) {
-      // The bindings throw an Err as a ComponentError whose `payload` is the
-      // call-error variant, {tag: 'denied', val: message}.
-      const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
-      return promiseReject(payload && typeof payload.tag === 'string'
-        ? new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name)
-        : e);
+      return promiseReject(toolError(e, name));
     }
     try {
       return promiseResolve(parse(result));
@@ -365,6 +373,120 @@ function toolFunction(host, name) {
       return promiseReject(new ToolFailed(`the host returned invalid JSON: ${e.message}`, name));
     }
   } }[name];
+}
+
+/** The ToolError for a thrown host error `e` (a ComponentError whose `payload` is the
+ * call-error variant, {tag: 'denied', val: message}), or `e` itself. */
+function toolError(e, name) {
+  const payload = e !== null && typeof e === 'object' ? e.payload : undefined;
+  return payload && typeof payload.tag === 'string'
+    ? new (CALL_ERRORS[payload.tag] || ToolFailed)(String(payload.val), name)
+    : e;
+}
+
+/** Settles a call's promise with the host's result text. */
+function answer(text, name, resolve, reject) {
+  let value;
+  try {
+    value = parse(text);
+  } catch (e) { // the host promises JSON; say so if it ever breaks that
+    return reject(new ToolFailed(`the host returned invalid JSON: ${e.message}`, name));
+  }
+  return resolve(value);
+}
+
+/**
+ * A run's tool calls that overlap. Code that hands calls to `Promise.all` (allSettled,
+ * race, any) has the combinator's argument evaluated through `defer` (deferToolCalls
+ * rewrites the code so): the calls made meanwhile, `tools.get({url})` in a `.map(...)`
+ * included, are started on the host (`startCall`) and run at the same time, and their
+ * promises settle when the run's driver collects the answers (`wait`, over `awaitAny`).
+ * Every other call is synchronous, as before.
+ */
+function makeCalls(host) {
+  const inFlight = new Map(); // host call id -> [name, resolve, reject]
+  const calls = {
+    deferring: 0,
+    inFlight,
+    /** Evaluates `thunk`, starting the tool calls it makes. */
+    defer(thunk) {
+      calls.deferring++;
+      try {
+        return thunk();
+      } finally {
+        calls.deferring--;
+      }
+    },
+    start(name, argsJson) {
+      let id;
+      try {
+        id = host.startCall(name, argsJson);
+      } catch (e) { // refused before it started, as `call` would have refused it
+        return promiseReject(toolError(e, name));
+      }
+      const { promise, resolve, reject } = withResolvers();
+      inFlight.set(id, [name, resolve, reject]);
+      return promise;
+    },
+    /** Waits (at most `timeoutMs`; undefined: until one ends) and settles what ended. */
+    wait(timeoutMs) {
+      const finished = host.awaitAny(timeoutMs);
+      for (let i = 0; i < finished.length; i++) {
+        const { id, answer: result } = finished[i];
+        const call = inFlight.get(id);
+        if (call === undefined) continue;
+        inFlight.delete(id);
+        if (result.tag === 'ok') answer(result.val, call[0], call[1], call[2]);
+        else call[2](toolError({ payload: result.val }, call[0]));
+      }
+      // A host that holds none of them (it answered at once, with nothing): forget them,
+      // or the driver would wait on them for ever.
+      if (!finished.length && timeoutMs === undefined) inFlight.clear();
+    },
+  };
+  return calls;
+}
+
+/** The hidden global through which rewritten code evaluates a combinator's argument. */
+export const DEFER = '__wasmbox_defer__';
+const COMBINATORS = new Set(['all', 'allSettled', 'race', 'any']);
+
+/**
+ * `code` (a function body) with the argument of each `Promise.all(...)`, `allSettled`,
+ * `race` and `any` evaluated through DEFER: `Promise.all(__wasmbox_defer__(() => (X)))`,
+ * so the tool calls X makes start together. Lines keep their numbers. An argument that
+ * an arrow function cannot hold as it is (`await`, `yield`, a spread, several
+ * arguments) is left alone: its calls run one after another, as before.
+ */
+export function deferToolCalls(code) {
+  if (!code.includes('Promise')) return code;
+  const t = tokenize(code);
+  const edits = []; // [position, text], in order
+  for (let i = 0; i + 4 < t.length; i++) {
+    if (t[i].v !== 'Promise' || t[i].k !== 'name' || t[i + 1].v !== '.' || !COMBINATORS.has(t[i + 2].v)
+      || t[i + 3].v !== '(' || (i > 0 && (t[i - 1].v === '.' || t[i - 1].v === '?.'))) continue;
+    let depth = 0;
+    let j = i + 3;
+    let plain = t[i + 4].v !== '...' && t[i + 4].v !== ')';
+    for (; j < t.length; j++) {
+      const { k, v } = t[j];
+      if (k === 'p') {
+        if (v === '(' || v === '[' || v === '{' || v === '${') depth++;
+        else if ((v === ')' || v === ']' || v === '}' || v === '}`') && --depth === 0) break;
+        else if (v === ',' && depth === 1) plain = false;
+      } else if (k === 'name' && (v === 'await' || v === 'yield')) plain = false;
+    }
+    if (j < t.length && plain) edits.push([t[i + 3].end, `${DEFER}(() => (`], [t[j].end - 1, '))']);
+  }
+  if (!edits.length) return code;
+  edits.sort((a, b) => a[0] - b[0]);
+  let out = '';
+  let at = 0;
+  for (const [position, text] of edits) {
+    out += code.slice(at, position) + text;
+    at = position;
+  }
+  return out + code.slice(at);
 }
 
 /**
@@ -377,13 +499,13 @@ function toolFunction(host, name) {
  * prototype, a second Proxy whose `get` trap makes the tool and puts it on the target.
  * A `get` trap on `tools` itself would be one JS call per `tools.x`, on every tool call.
  */
-function makeTools(host) {
+function makeTools(host, calls) {
   const isToolName = (name) => typeof name === 'string' && !name.startsWith('_')
     && !NOT_TOOLS.has(name) && !OBJECT_METHODS.has(name);
   const made = Object.create(new Proxy(Object.create(null), {
     get(_, name) {
       if (isToolName(name)) {
-        const fn = toolFunction(host, name);
+        const fn = toolFunction(host, name, calls);
         // configurable, as `tools`'s getOwnPropertyDescriptor trap reports every tool
         defineProperty(made, name, { value: fn, writable: false, enumerable: true, configurable: true });
         return fn;
@@ -736,7 +858,7 @@ export function tokenize(code) {
   let i = 0;
   let nl = false;
   const push = (k, v) => {
-    tokens.push({ k, v, nl });
+    tokens.push({ k, v, nl, end: i }); // end: where the token ends, for most kinds
     nl = false;
   };
   const regexAllowed = () => {
@@ -1093,9 +1215,10 @@ export function makeConsole(write) {
  * of reaching StarlingMonkey's event loop, which would trap the instance.
  */
 function makeTimers(real, onError, wake) {
-  const active = new Set();
-  const guard = (cb, args, id, once) => () => {
+  const active = new Map(); // timer id -> when it is next due (Date.now() time)
+  const guard = (cb, args, id, once, delay) => () => {
     if (once) active.delete(id.value);
+    else active.set(id.value, Date.now() + delay);
     try {
       cb(...args);
     } catch (e) {
@@ -1121,21 +1244,29 @@ function makeTimers(real, onError, wake) {
       check(cb);
       const id = {};
       id.value = real.setTimeout(guard(cb, args, id, true), ms);
-      active.add(id.value);
+      active.set(id.value, Date.now() + (ms > 0 ? +ms : 0));
       return id.value;
     },
     setInterval(cb, ms, ...args) {
       check(cb);
       const id = {};
-      id.value = real.setInterval(guard(cb, args, id, false), ms);
-      active.add(id.value);
+      const delay = ms > 0 ? +ms : 0;
+      id.value = real.setInterval(guard(cb, args, id, false, delay), ms);
+      active.set(id.value, Date.now() + delay);
       return id.value;
+    },
+    /** Milliseconds until the next timer is due (0 when one is). */
+    msToNext() {
+      let next = Infinity;
+      for (const due of active.values()) if (due < next) next = due;
+      const ms = Math.ceil(next - Date.now());
+      return ms > 0 ? (ms < 0xffffffff ? ms : 0xffffffff) : 0;
     },
     clearTimeout: clear,
     clearInterval: clear,
     clearAll() {
       if (!active.size) return; // the usual case: skip the Set iterator
-      for (const id of active) {
+      for (const id of active.keys()) {
         real.clearTimeout(id);
         real.clearInterval(id);
       }
@@ -1209,7 +1340,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
     headerLines = HEADER_LINES;
     try {
-      const source = hideDynamicImport(code);
+      const source = deferToolCalls(hideDynamicImport(code));
       const names = ++calls > 1 ? topLevelNames(source) : [];
       if (names.length) {
         try {
@@ -1246,7 +1377,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         wakeDriver();
       }, 0);
     }
-    define('tools', makeTools(host));
+    const toolCalls = makeCalls(host);
+    define('tools', makeTools(host, toolCalls));
+    // Only code that names a combinator needs it (a run that defines a global pays for it).
+    if (code.includes('Promise')) define(DEFER, toolCalls.defer);
     define('output', output);
     define('INPUT', input);
     define('listTools', () => listTools(host));
@@ -1255,9 +1389,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     define(IMPORT_STANDIN, importStandin);
     for (let i = 0; i < TIMER_NAMES.length; i++) define(TIMER_NAMES[i], timers[TIMER_NAMES[i]]);
 
-    // Drive the code's promise. The host import is synchronous, so tool calls settle at
-    // once; timers and native streams need the event loop. When turn after turn finds the
-    // promise pending and no timer of the code pending, nothing will ever settle it, and
+    // Drive the code's promise. A synchronous tool call settles at once; calls started
+    // together settle when the driver collects their answers, waiting on the host no
+    // longer than to the next timer; timers and native streams need the event loop. When turn after turn finds the promise pending, no call in flight and
+    // no timer of the code pending, nothing will ever settle it, and
     // the run ends with a contract error (StarlingMonkey would trap with "event loop
     // error" once its own queue ran dry with the export's promise pending).
     let settled;
@@ -1270,6 +1405,11 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         };
         wakeDriver = () => {
           if (state.uncaught) return finish({ error: state.uncaught.error });
+          if (toolCalls.inFlight.size) { // wait for an answer, or until the next timer is due
+            toolCalls.wait(timers.active.size ? timers.msToNext() : undefined);
+            idleTurns = 0;
+            return wake();
+          }
           if (timers.active.size) return; // the timer's callback wakes the driver again
           if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
           wake();

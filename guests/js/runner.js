@@ -4,7 +4,7 @@
 // is built (componentize-js snapshots the initialised engine with wizer), so everything
 // here costs nothing per run.
 
-import { call, listTools } from 'wasmbox:sandbox/tools@0.1.2';
+import { call, listTools, startCall, awaitAny } from 'wasmbox:sandbox/tools@0.1.2';
 import * as files from 'wasmbox:sandbox/files@0.1.2';
 import { createRunner, makeConsole } from './core.js';
 import { makeFs } from './fs.js';
@@ -34,7 +34,7 @@ Object.defineProperty(globalThis, 'fs', {
   value: makeFs(files), writable: true, configurable: true, enumerable: false,
 });
 
-const run = createRunner({ host: { call, listTools }, timers });
+const run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers });
 
 export const runner = {
   run(code, inputJson) {

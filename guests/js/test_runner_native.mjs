@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, topLevelNames, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, deferToolCalls, DEFER, topLevelNames, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -19,8 +19,32 @@ class ComponentError extends Error {
 }
 
 const calls = [];
+const events = []; // how the guest reached the host: 'call', 'start', ['await', timeoutMs]
+const started = new Map(); // call id -> {tag, val}, as await-any answers
 const host = {
   call(name, argsJson) {
+    events.push('call');
+    return host.answer(name, argsJson);
+  },
+  startCall(name, argsJson) {
+    // The broker refuses an unknown tool before it starts, as `call` refuses it.
+    if (!['add', 'echo', 'fail', 'spent'].includes(name)) return host.answer(name, argsJson);
+    events.push('start');
+    const id = calls.length + 1;
+    try {
+      started.set(id, { tag: 'ok', val: host.answer(name, argsJson) });
+    } catch (e) {
+      started.set(id, { tag: 'err', val: e.payload });
+    }
+    return id;
+  },
+  awaitAny(timeoutMs) {
+    events.push(['await', timeoutMs]);
+    const done = [...started].map(([id, answer]) => ({ id, answer }));
+    started.clear();
+    return done;
+  },
+  answer(name, argsJson) {
     calls.push([name, argsJson]);
     const args = JSON.parse(argsJson);
     if (name === 'add') return JSON.stringify(args.a + args.b);
@@ -220,6 +244,51 @@ test('tools: await, Promise.all, ToolError family, listTools', async () => {
   assert.deepEqual([failed.kind, failed.message], ['ToolFailed', 'tool fail: boom']);
   assert.deepEqual(await run('return [typeof tools._x, typeof tools.then, Object.keys(tools), listTools()[1].args_schema]', 'null'),
     ok('["undefined","undefined",["add","echo"],"not json"]'));
+});
+
+test('tools: calls handed to Promise.all start together; any other call is synchronous', async () => {
+  events.length = 0;
+  assert.deepEqual(await run('return await Promise.all([tools.add({a: 1, b: 2}), tools.echo({x: 1}), tools.add({a: 0, b: 0})])', 'null'),
+    ok('[3,{"x":1},0]'));
+  assert.deepEqual(events, ['start', 'start', 'start', ['await', undefined]]);
+  events.length = 0;
+  assert.deepEqual(await run('let t = 0; for (let i = 0; i < 3; i++) t += await tools.add({a: i, b: 1}); return t', 'null'),
+    ok('6'));
+  assert.deepEqual(events, ['call', 'call', 'call']);
+  // Refusals and failures reject their own promise; the others still answer.
+  assert.deepEqual(await run(`const r = await Promise.allSettled([tools.nope(), tools.fail(), tools.add({a: 1, b: 1})]);
+    return r.map((x) => x.status === 'fulfilled' ? x.value : x.reason.name)`, 'null'), ok('["ToolDenied","ToolFailed",2]'));
+  // Calls made in a .map() inside the argument, and a combinator's own forms.
+  events.length = 0;
+  assert.deepEqual(await run(`const r = await Promise.race([1, 2].map((i) => tools.add({a: i, b: i})));
+    return [r, await Promise.any([tools.echo({x: 1})])]`, 'null'), ok('[2,{"x":1}]'));
+  assert.deepEqual(events, ['start', 'start', ['await', undefined], 'start', ['await', undefined]]);
+  // A call outside the combinator, even in the same job, stays synchronous.
+  events.length = 0;
+  assert.deepEqual(await run('const a = tools.add({a: 1, b: 1}); return await Promise.all([a, tools.add({a: 2, b: 2})])', 'null'),
+    ok('[2,4]'));
+  assert.deepEqual(events, ['call', 'start', ['await', undefined]]);
+  // With a timer pending, the wait for answers ends when the timer is due.
+  events.length = 0;
+  assert.deepEqual(await run(`setTimeout(() => {}, 5000);
+    const r = await Promise.all([tools.add({a: 1, b: 1}), tools.add({a: 2, b: 2})]); clearTimeout(); return r`, 'null'),
+  ok('[2,4]'));
+  const waited = events.find((e) => Array.isArray(e));
+  assert.ok(waited[1] > 0 && waited[1] <= 5000, `await-any waited for ${waited[1]} ms at most`);
+});
+
+test('deferToolCalls: a combinator\'s argument goes through DEFER, lines stay, unholdable ones are left', () => {
+  const d = (code) => deferToolCalls(code);
+  assert.equal(d('await Promise.all([tools.a(), tools.b()])'),
+    `await Promise.all(${DEFER}(() => ([tools.a(), tools.b()])))`);
+  assert.equal(d('Promise.allSettled(xs.map((x) => tools.get({x})))\nthrow 1'),
+    `Promise.allSettled(${DEFER}(() => (xs.map((x) => tools.get({x})))))\nthrow 1`);
+  assert.equal(d('Promise.all([Promise.race([a()]), `${b}`])'),
+    `Promise.all(${DEFER}(() => ([Promise.race(${DEFER}(() => ([a()]))), \`\${b}\`])))`);
+  for (const kept of ['Promise.all([await a(), b()])', 'Promise.all(...xs)', 'Promise.all()', 'Promise.all(a, b)',
+    'x.Promise.all([a()])', 'Promise.resolve(a())', '"Promise.all([a()])"', 'Promise.all([function* () { yield 1 }])']) {
+    assert.equal(d(kept), kept);
+  }
 });
 
 test('tools: a read-only object whose every public name is a tool', async () => {

@@ -527,12 +527,17 @@ def _tool_args(name, args, kwargs):
     return text
 
 
-def _call_tool(name, args_json):
+def _tool_error(error, name):
+    """The ToolError for the host's call-error `error`."""
+    return _CALL_ERRORS.get(type(error), ToolFailed)(str(getattr(error, "value", error)), name)
+
+
+def _call_tool(name, args_json, call=_host.call):
+    """Calls the host (`call`: a started call's answer, for _tool_later) and decodes."""
     try:
-        result = _host.call(name, args_json)
+        result = call(name, args_json)
     except Err as e:
-        error = e.value
-        raise _CALL_ERRORS.get(type(error), ToolFailed)(str(getattr(error, "value", error)), name) from None
+        raise _tool_error(e.value, name) from None
     try:
         # The host sends compact JSON: the C scanner alone reads it, without loads()'s
         # two whitespace regexes; anything it does not consume whole goes to loads().
@@ -629,8 +634,11 @@ def list_tools():
 
 
 # ---------------------------------------------------------------- await support
-# The host import is synchronous, so every tool call completes at once. `await` is
-# still accepted everywhere by rewriting the code (see _Rewriter) to go through these:
+# A plain tool call is synchronous and completes at once; `await` is still accepted
+# everywhere by rewriting the code (see _Rewriter) to go through these. Calls handed to
+# asyncio (gather, create_task, ...) are started on the host and run at the same time:
+# each task starts its call and waits on a future that the loop's selector settles from
+# the host's `await-any` (_NoIoSelector.select).
 
 async def _ready(value):
     return value
@@ -645,8 +653,39 @@ def _awaitables(values):
     return [_awaitable(v) for v in values]
 
 
+# Started calls: host call id -> the future their task awaits.
+_STARTED = {}
+
+
 async def _tool_later(name, args_json):
-    return _call_tool(name, args_json)
+    try:
+        call_id = _host.start_call(name, args_json)
+    except Err as e:
+        raise _tool_error(e.value, name) from None
+    answer = _STARTED[call_id] = asyncio.get_running_loop().create_future()
+    return _call_tool(name, await answer, _answered)
+
+
+def _answered(name, answer):
+    """What the host's `call` would have returned or raised: a started call's answer."""
+    if type(answer) is Err:
+        raise answer
+    return answer.value
+
+
+def _settle_started(timeout):
+    """Waits for started calls (at most `timeout` seconds; None: until one ends) and
+    settles the futures of those that ended."""
+    ms = None if timeout is None else min(math.ceil(timeout * 1000), 0xFFFFFFFF)
+    finished = _host.await_any(ms)
+    if not finished and timeout is None:
+        # The host holds none of them: futures left by an earlier run's loop.
+        _STARTED.clear()
+        raise RuntimeError("asyncio deadlock: every task is waiting and no timer is pending")
+    for f in finished:
+        future = _STARTED.pop(f.id, None)
+        if future is not None and not future.done():  # its task may have been cancelled
+            future.set_result(f.answer)
 
 
 def _acall(func, /, *args, **kwargs):
@@ -799,6 +838,9 @@ class _NoIoSelector:
     I/O can only mean sleeping until the next timer is due."""
 
     def select(self, timeout=None):
+        if _STARTED:  # tool calls in flight: their answers are the I/O to wait for
+            _settle_started(timeout)
+            return []
         if timeout is None:  # nothing ready, no timer: no task can ever wake up again
             raise RuntimeError("asyncio deadlock: every task is waiting and no timer is pending")
         if timeout > 0:
@@ -1072,6 +1114,8 @@ def _execute(code, input_json):
     global _state, _calls, _session_module
     _state = _RunState()
     _POLICY.set_event_loop(None)
+    if _STARTED:  # an earlier step's calls, which its loop never awaited
+        _STARTED.clear()
     _calls += 1
     step = _calls - 1  # 0 for a run (or a session's opening call)
 

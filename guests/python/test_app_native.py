@@ -82,8 +82,14 @@ class CallError_Timeout:
     value: str
 
 
+@dataclass
+class Finished:
+    id: int
+    answer: object
+
+
 for _cls in (ToolInfo, CallError_Denied, CallError_BudgetExhausted, CallError_InvalidArgs,
-             CallError_Failed, CallError_Timeout):
+             CallError_Failed, CallError_Timeout, Finished):
     setattr(tools_mod, _cls.__name__, _cls)
 tools_mod.CallError = Union[CallError_Denied, CallError_BudgetExhausted, CallError_InvalidArgs,
                             CallError_Failed, CallError_Timeout]
@@ -145,6 +151,8 @@ class Host:
         }
         self.errors = {}  # tool name -> CallError_* instance to return
         self.raw = {}  # tool name -> the exact text to return
+        self.started = {}  # started call id -> its answer, Ok or Err
+        self.events = []  # "call", "start", "await": how the guest reached the host
 
     @staticmethod
     def _fail(args):
@@ -153,7 +161,31 @@ class Host:
     def list_tools(self):
         return [ToolInfo(name, "does " + name, '{"type":"object"}') for name in sorted(self.tools)]
 
+    def start_call(self, name, args_json):
+        # Refusals come back at once, as the host's broker makes them before the tool runs.
+        if name not in self.tools and name not in self.raw and name not in self.errors:
+            self.calls.append((name, args_json))
+            raise Err(CallError_Denied("tool %s is not allowed" % name))
+        self.events.append("start")
+        try:
+            answer = Ok(self._answer(name, args_json))
+        except Err as e:
+            answer = e
+        call_id = len(self.calls)
+        self.started[call_id] = answer
+        return call_id
+
+    def await_any(self, timeout_ms):
+        self.events.append("await")
+        done = [Finished(i, a) for i, a in sorted(self.started.items())]
+        self.started.clear()
+        return done
+
     def call(self, name, args_json):
+        self.events.append("call")
+        return self._answer(name, args_json)
+
+    def _answer(self, name, args_json):
         self.calls.append((name, args_json))
         if name in self.errors:
             raise Err(self.errors[name])
@@ -167,6 +199,8 @@ class Host:
 HOST = Host()
 tools_mod.list_tools = lambda: HOST.list_tools()
 tools_mod.call = lambda name, args_json: HOST.call(name, args_json)
+tools_mod.start_call = lambda name, args_json: HOST.start_call(name, args_json)
+tools_mod.await_any = lambda timeout_ms: HOST.await_any(timeout_ms)
 
 sys.modules.update({
     "componentize_py_types": cpt,
@@ -203,6 +237,8 @@ class Base(unittest.TestCase):
         HOST.calls.clear()
         HOST.errors.clear()
         HOST.raw.clear()
+        HOST.started.clear()
+        HOST.events.clear()
 
     def ok(self, code, input_json="null"):
         r = run(code, input_json)
@@ -449,6 +485,32 @@ class Async(Base):
                 "output(await main())")
         self.assertEqual(self.ok(code), [[2, {"k": 2}], [0, 2, 4], [0, 1], 10, {"w": 1}])
 
+    def test_gathered_calls_all_start_before_the_loop_waits_for_one(self):
+        code = ("import asyncio\nasync def main():\n"
+                "    return await asyncio.gather(tools.add(a=1, b=1), tools.echo(k=2), tools.add(a=2, b=2))\n"
+                "asyncio.run(main())")
+        self.assertEqual(self.ok(code), [2, {"k": 2}, 4])
+        self.assertEqual(HOST.events, ["start", "start", "start", "await"])
+
+    def test_a_plain_call_and_await_keep_the_synchronous_call(self):
+        self.assertEqual(self.ok("import asyncio\nasync def main():\n    return await tools.add(a=1, b=2)\n"
+                                 "[tools.add(a=0, b=0), asyncio.run(main())]"), [0, 3])
+        self.assertEqual(HOST.events, ["call", "call"])
+
+    def test_a_started_call_that_fails_raises_in_its_task(self):
+        HOST.errors["slow"] = CallError_Timeout("slow did not answer")
+        code = ("import asyncio\nasync def main():\n"
+                "    r = await asyncio.gather(tools.slow(), tools.nope(), tools.add(a=1, b=1), return_exceptions=True)\n"
+                "    return [type(r[0]).__name__, type(r[1]).__name__, r[2]]\nasyncio.run(main())")
+        self.assertEqual(self.ok(code), ["ToolTimeout", "ToolDenied", 2])
+
+    def test_futures_of_an_earlier_run_are_forgotten(self):
+        # A task left waiting when its run ended must not hold up the next run's loop.
+        app._STARTED[999] = None
+        code = "import asyncio\nasync def main():\n    return await asyncio.gather(tools.add(a=1, b=1))\nasyncio.run(main())"
+        self.assertEqual(self.ok(code), [2])
+        self.assertEqual(app._STARTED, {})
+
     def test_from_asyncio_import_and_alias(self):
         code = ("import asyncio as aio\nfrom asyncio import gather as g, run\n"
                 "async def main():\n    return await g(tools.add(a=1, b=2), aio.sleep(0, 'z'))\nrun(main())")
@@ -662,6 +724,8 @@ class FakesMatchGeneratedBindings(unittest.TestCase):
         real_types = self.shapes(os.path.join(root, "componentize_py_types.py"))
         self.assertEqual(real_tools.pop("list_tools"), [])
         self.assertEqual(real_tools.pop("call"), ["name", "args_json"])
+        self.assertEqual(real_tools.pop("start_call"), ["name", "args_json"])
+        self.assertEqual(real_tools.pop("await_any"), ["timeout_ms"])
         self.assertTrue(callable(tools_mod.list_tools) and callable(tools_mod.call))
         self.assertEqual(real_tools, self.fake_shapes(tools_mod))
         self.assertEqual(real_runner, self.fake_shapes(runner_mod))

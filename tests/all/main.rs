@@ -12,6 +12,7 @@ mod instance_pool;
 mod js_batteries;
 mod js_files;
 mod live_output;
+mod overlapping_calls;
 mod python_batteries;
 mod python_broker;
 mod python_guest;

@@ -10,7 +10,7 @@
 //
 //   componentize-js batch.js --wit ../../../wit -n code-runner -d http fetch-event -o batch.wasm
 
-import { call } from 'wasmbox:sandbox/tools@0.1.1';
+import { call } from 'wasmbox:sandbox/tools@0.1.2';
 
 // The exception kinds the built-in guests use for each call-error case.
 const KINDS = {

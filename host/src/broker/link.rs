@@ -23,19 +23,11 @@ pub(crate) trait RemoteBroker: Send {
     fn list(&self) -> Vec<ToolSummary>;
     /// Forwards one call; the remote broker's answer is the guest's.
     fn call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<String, CallError>>;
-    /// Forwards a call to start, as [`BrokerCtx::start_call`].
-    fn start_call(&mut self, name: &str, args_json: &str) -> Result<u32, CallError> {
-        let _ = args_json;
-        Err(CallError::Denied(format!(
-            "tool `{}`: calls cannot overlap in a worker process",
-            super::bounded_name(name)
-        )))
-    }
-    /// The started calls that ended, as [`BrokerCtx::await_any`].
-    fn await_any(&mut self, timeout: Option<Duration>) -> BoxFuture<'_, Vec<(u32, Result<String, CallError>)>> {
-        let _ = timeout;
-        Box::pin(async { Vec::new() })
-    }
+    /// Forwards a call to start; the remote broker's answer is the guest's, as from
+    /// [`BrokerCtx::start_call`].
+    fn start_call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<u32, CallError>>;
+    /// The started calls that ended, as the remote broker's [`BrokerCtx::await_any`] says.
+    fn await_any(&mut self, timeout: Option<Duration>) -> BoxFuture<'_, Vec<(u32, Result<String, CallError>)>>;
 }
 
 /// Who answers a guest's tool calls.
@@ -63,10 +55,10 @@ impl GuestBroker {
         }
     }
 
-    fn start_call(&mut self, name: &str, args_json: &str) -> Result<u32, CallError> {
+    async fn start_call(&mut self, name: &str, args_json: &str) -> Result<u32, CallError> {
         match self {
             GuestBroker::Local(ctx) => ctx.start_call(name, args_json),
-            GuestBroker::Remote(remote) => remote.start_call(name, args_json),
+            GuestBroker::Remote(remote) => remote.start_call(name, args_json).await,
         }
     }
 
@@ -134,7 +126,7 @@ impl tools::Host for BrokerCtxView<'_> {
     }
 
     async fn start_call(&mut self, name: String, args_json: String) -> Result<tools::CallId, tools::CallError> {
-        self.ctx.start_call(&name, &args_json).map_err(Into::into)
+        self.ctx.start_call(&name, &args_json).await.map_err(Into::into)
     }
 
     async fn await_any(&mut self, timeout_ms: Option<u32>) -> Vec<tools::Finished> {

@@ -199,30 +199,19 @@ pub(crate) async fn drive<W: AsyncWrite + Unpin>(
             frame = frames.recv() => frame,
         };
         match frame {
+            // The parent's broker decides, exactly as for an in-process guest.
             Some(Ok(FromWorker::ToolCall { call_id, name, args_json })) => {
-                // The parent's broker decides, exactly as for an in-process guest.
-                let call = broker.call(&name, &args_json);
-                tokio::pin!(call);
-                let result = loop {
-                    tokio::select! {
-                        result = &mut call => break result,
-                        () = tokio::time::sleep_until(deadline) => return Err(Fault::Timeout),
-                        () = cancel.cancelled() => return Err(Fault::Cancelled),
-                        // The worker waits for the answer; anything it sends meanwhile,
-                        // even the end of its output, means it is gone or misbehaving,
-                        // but for output it wrote before the call, still on its way.
-                        frame = frames.recv() => match frame {
-                            Some(Ok(FromWorker::Output { stream, base64 })) => pass_on(live, stream, &base64)?,
-                            None => return Err(Fault::Crashed("the worker exited during a tool call".to_owned())),
-                            Some(Err(err)) => return Err(Fault::Crashed(format!("bad frame from the worker: {err}"))),
-                            Some(Ok(frame)) => {
-                                let message = format!("the worker sent `{}` during a tool call", kind(&frame));
-                                return Err(Fault::Crashed(message));
-                            }
-                        },
-                    }
-                };
+                let result = answer(broker.call(&name, &args_json), frames, deadline, cancel, live).await?;
                 send_before(writer, ToWorker::ToolResult { call_id, result }, deadline).await?;
+            }
+            Some(Ok(FromWorker::StartCall { request, name, args_json })) => {
+                let result = broker.start_call(&name, &args_json);
+                send_before(writer, ToWorker::CallStarted { request, result }, deadline).await?;
+            }
+            Some(Ok(FromWorker::AwaitAny { request, timeout_ms })) => {
+                let timeout = timeout_ms.map(|ms| Duration::from_millis(ms.into()));
+                let finished = answer(broker.await_any(timeout), frames, deadline, cancel, live).await?;
+                send_before(writer, ToWorker::CallsEnded { request, finished }, deadline).await?;
             }
             Some(Ok(FromWorker::Output { stream, base64 })) => pass_on(live, stream, &base64)?,
             Some(Ok(FromWorker::Outcome { outcome })) => return Ok(*outcome),
@@ -232,6 +221,36 @@ pub(crate) async fn drive<W: AsyncWrite + Unpin>(
             Some(Ok(FromWorker::Hello { .. })) => return Err(Fault::Crashed("the worker sent a second hello".into())),
             Some(Err(err)) => return Err(Fault::Crashed(format!("bad frame from the worker: {err}"))),
             None => return Err(Fault::Crashed("the worker exited mid-run".into())),
+        }
+    }
+}
+
+/// Awaits the broker's answer to a worker's request, until `deadline` or `cancel`.
+async fn answer<T>(
+    call: impl std::future::Future<Output = T>,
+    frames: &mut mpsc::Receiver<Result<FromWorker, FrameError>>,
+    deadline: Instant,
+    cancel: &CancelToken,
+    live: Option<&LiveOutput>,
+) -> Result<T, Fault> {
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            result = &mut call => return Ok(result),
+            () = tokio::time::sleep_until(deadline) => return Err(Fault::Timeout),
+            () = cancel.cancelled() => return Err(Fault::Cancelled),
+            // The worker waits for the answer; anything it sends meanwhile, even the end
+            // of its output, means it is gone or misbehaving, but for output it wrote
+            // before the request, still on its way.
+            frame = frames.recv() => match frame {
+                Some(Ok(FromWorker::Output { stream, base64 })) => pass_on(live, stream, &base64)?,
+                None => return Err(Fault::Crashed("the worker exited during a tool call".to_owned())),
+                Some(Err(err)) => return Err(Fault::Crashed(format!("bad frame from the worker: {err}"))),
+                Some(Ok(frame)) => {
+                    let message = format!("the worker sent `{}` during a tool call", kind(&frame));
+                    return Err(Fault::Crashed(message));
+                }
+            },
         }
     }
 }
@@ -263,6 +282,8 @@ fn kind(message: &FromWorker) -> &'static str {
     match message {
         FromWorker::Hello { .. } => "hello",
         FromWorker::ToolCall { .. } => "tool_call",
+        FromWorker::StartCall { .. } => "start_call",
+        FromWorker::AwaitAny { .. } => "await_any",
         FromWorker::Output { .. } => "output",
         FromWorker::Outcome { .. } => "outcome",
         FromWorker::Fatal { .. } => "fatal",
@@ -308,7 +329,13 @@ async fn read_frames<R: AsyncRead + Unpin>(
         loop {
             match read_frame::<_, FromWorker>(&mut reader, cap).await {
                 Ok(Some(frame)) => {
-                    let last = !matches!(frame, FromWorker::ToolCall { .. } | FromWorker::Output { .. });
+                    let last = !matches!(
+                        frame,
+                        FromWorker::ToolCall { .. }
+                            | FromWorker::StartCall { .. }
+                            | FromWorker::AwaitAny { .. }
+                            | FromWorker::Output { .. }
+                    );
                     if frames.send(Ok(frame)).await.is_err() {
                         return;
                     }

@@ -9,8 +9,9 @@
 //! because the worker hosts untrusted code and is not trusted.
 //!
 //! A session: the parent sends `hello`, the worker answers `hello` with the same
-//! version; then, one run at a time, `run` → any number of (`tool_call` → `tool_result`)
-//! and, when the run asked for live output, `output` frames (also while a tool call
+//! version; then, one run at a time, `run` → any number of (`tool_call` → `tool_result`),
+//! (`start_call` → `call_started`) and (`await_any` → `calls_ended`) and, when the run
+//! asked for live output, `output` frames (also while a tool call
 //! waits) → `outcome`. `cancel` stops the current run; `shutdown` (or closing stdin) ends the
 //! worker.
 
@@ -28,7 +29,7 @@ use crate::outcome::{Outcome, MAX_ERROR_KIND_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX
 use crate::vfs::InputFiles;
 
 /// The protocol version both sides must speak. Bump it on any incompatible change.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame a worker accepts from its parent: code, input and tool results
 /// are each capped far below this by [`Limits`].
@@ -57,6 +58,20 @@ pub enum ToWorker {
         /// The result JSON text, or why the call was refused or failed.
         result: Result<String, CallError>,
     },
+    /// The parent broker's answer to a `start_call`: the call's id, or why it was refused.
+    CallStarted {
+        /// The request number from the `start_call`.
+        request: u32,
+        /// The started call's id, or the refusal.
+        result: Result<u32, CallError>,
+    },
+    /// The parent broker's answer to an `await_any`: the started calls that ended.
+    CallsEnded {
+        /// The request number from the `await_any`.
+        request: u32,
+        /// Each ended call's id and answer, oldest first.
+        finished: Vec<(u32, Result<String, CallError>)>,
+    },
     /// Stops the current run (it ends `cancelled`).
     Cancel,
     /// Ends the session; the worker exits.
@@ -76,12 +91,28 @@ pub enum FromWorker {
     },
     /// The guest called a tool; the parent's broker decides.
     ToolCall {
-        /// Numbers the calls of one run from 1.
+        /// Numbers the requests of one run (`tool_call`, `start_call`, `await_any`) from 1.
         call_id: u32,
         /// The tool's name, as the guest wrote it.
         name: String,
         /// The arguments, as the guest wrote them (checked by the parent).
         args_json: String,
+    },
+    /// The guest started a call (`start-call`); the parent's broker decides and starts it.
+    StartCall {
+        /// Numbers the requests of one run (`tool_call`, `start_call`, `await_any`) from 1.
+        request: u32,
+        /// The tool's name, as the guest wrote it.
+        name: String,
+        /// The arguments, as the guest wrote them (checked by the parent).
+        args_json: String,
+    },
+    /// The guest waits for started calls (`await-any`).
+    AwaitAny {
+        /// Numbers the requests of one run from 1.
+        request: u32,
+        /// How long to wait at most; none: until one ends (the run's deadline still holds).
+        timeout_ms: Option<u32>,
     },
     /// A chunk of the guest's output, sent while the run goes on when the run asked for
     /// live output ([`RunRequest::live_output`]); at most [`MAX_OUTPUT_CHUNK_BYTES`]
@@ -290,6 +321,16 @@ mod tests {
             }),
             (any::<u32>(), prop_oneof![any::<String>().prop_map(Ok), call_error().prop_map(Err)])
                 .prop_map(|(call_id, result)| ToWorker::ToolResult { call_id, result }),
+            (any::<u32>(), prop_oneof![any::<u32>().prop_map(Ok), call_error().prop_map(Err)])
+                .prop_map(|(request, result)| ToWorker::CallStarted { request, result }),
+            (
+                any::<u32>(),
+                proptest::collection::vec(
+                    (any::<u32>(), prop_oneof![any::<String>().prop_map(Ok), call_error().prop_map(Err)]),
+                    0..4
+                )
+            )
+                .prop_map(|(request, finished)| ToWorker::CallsEnded { request, finished }),
             Just(ToWorker::Cancel),
             Just(ToWorker::Shutdown),
         ]
@@ -300,6 +341,10 @@ mod tests {
             (any::<u32>(), any::<u32>()).prop_map(|(version, pid)| FromWorker::Hello { version, pid }),
             (any::<u32>(), any::<String>(), any::<String>())
                 .prop_map(|(call_id, name, args_json)| FromWorker::ToolCall { call_id, name, args_json }),
+            (any::<u32>(), any::<String>(), any::<String>())
+                .prop_map(|(request, name, args_json)| FromWorker::StartCall { request, name, args_json }),
+            (any::<u32>(), any::<Option<u32>>())
+                .prop_map(|(request, timeout_ms)| FromWorker::AwaitAny { request, timeout_ms }),
             (any::<String>(), any::<String>()).prop_map(|(stdout, message)| {
                 let mut outcome = Outcome::early(Status::Error, ErrorDetail::new("ValueError", message));
                 outcome.stdout.text = stdout;

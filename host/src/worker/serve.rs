@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -128,18 +129,37 @@ pub enum WorkerError {
 /// The sending half, shared by the run loop and the runs' tool calls.
 type FrameWriter<W> = Arc<tokio::sync::Mutex<W>>;
 
+/// The parent's answer to one request of the guest's.
+enum Reply {
+    /// To a `tool_call`.
+    Call(Result<String, CallError>),
+    /// To a `start_call`.
+    Started(Result<u32, CallError>),
+    /// To an `await_any`.
+    Ended(Vec<(u32, Result<String, CallError>)>),
+}
+
 /// State the frame reader shares with the run loop.
 #[derive(Default)]
 struct Session {
-    /// Tool calls waiting for the parent's answer, by call id.
-    pending: Mutex<HashMap<u32, oneshot::Sender<Result<String, CallError>>>>,
+    /// Requests waiting for the parent's answer, by request number.
+    pending: Mutex<HashMap<u32, oneshot::Sender<Reply>>>,
     /// Cancels the run in progress.
     cancel: Mutex<CancelToken>,
 }
 
 impl Session {
-    fn pending(&self) -> MutexGuard<'_, HashMap<u32, oneshot::Sender<Result<String, CallError>>>> {
+    fn pending(&self) -> MutexGuard<'_, HashMap<u32, oneshot::Sender<Reply>>> {
         self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hands the parent's `reply` to the request waiting for it.
+    fn answer(&self, request: u32, reply: Reply) -> Result<(), WorkerError> {
+        match self.pending().remove(&request) {
+            // The request may have been dropped by a timeout meanwhile.
+            Some(waiting) => Ok(drop(waiting.send(reply))),
+            None => Err(WorkerError::Protocol(format!("a result for unknown tool call {request}"))),
+        }
     }
 
     fn current_cancel(&self) -> MutexGuard<'_, CancelToken> {
@@ -217,11 +237,21 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     break Ok(());
                 }
             }
-            Ok(Some(ToWorker::ToolResult { call_id, result })) => match session.pending().remove(&call_id) {
-                // The call may have been dropped by a timeout meanwhile.
-                Some(waiting) => drop(waiting.send(result)),
-                None => break Err(WorkerError::Protocol(format!("a result for unknown tool call {call_id}"))),
-            },
+            Ok(Some(ToWorker::ToolResult { call_id, result })) => {
+                if let Err(err) = session.answer(call_id, Reply::Call(result)) {
+                    break Err(err);
+                }
+            }
+            Ok(Some(ToWorker::CallStarted { request, result })) => {
+                if let Err(err) = session.answer(request, Reply::Started(result)) {
+                    break Err(err);
+                }
+            }
+            Ok(Some(ToWorker::CallsEnded { request, finished })) => {
+                if let Err(err) = session.answer(request, Reply::Ended(finished)) {
+                    break Err(err);
+                }
+            }
             Ok(Some(ToWorker::Cancel)) => session.current_cancel().cancel(),
             Ok(Some(ToWorker::Hello { .. })) => break Err(WorkerError::Protocol("a second `hello`".into())),
             Ok(Some(ToWorker::Shutdown) | None) => break Ok(()),
@@ -327,6 +357,19 @@ impl ParentBroker {
     fn new(tools: Vec<ToolSummary>, session: Arc<Session>, forward: Box<dyn Forward>) -> Self {
         ParentBroker { tools, session, forward, calls: 0 }
     }
+
+    /// Sends the parent request `frame` (given its number) and waits for its answer.
+    async fn ask(&mut self, frame: impl FnOnce(u32) -> FromWorker) -> Result<Reply, &'static str> {
+        self.calls += 1;
+        let request = self.calls;
+        let (answer_tx, answer_rx) = oneshot::channel();
+        self.session.pending().insert(request, answer_tx);
+        if self.forward.send(frame(request)).await.is_err() {
+            self.session.pending().remove(&request);
+            return Err("the parent process is gone");
+        }
+        answer_rx.await.map_err(|_| "the parent process did not answer")
+    }
 }
 
 impl RemoteBroker for ParentBroker {
@@ -336,18 +379,36 @@ impl RemoteBroker for ParentBroker {
 
     fn call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<String, CallError>> {
         Box::pin(async move {
-            self.calls += 1;
-            let call_id = self.calls;
-            let (answer_tx, answer_rx) = oneshot::channel();
-            self.session.pending().insert(call_id, answer_tx);
-            let call = FromWorker::ToolCall { call_id, name: name.to_owned(), args_json: args_json.to_owned() };
-            if self.forward.send(call).await.is_err() {
-                self.session.pending().remove(&call_id);
-                return Err(CallError::Failed(format!("tool `{name}`: the parent process is gone")));
+            let ask =
+                |call_id| FromWorker::ToolCall { call_id, name: name.to_owned(), args_json: args_json.to_owned() };
+            match self.ask(ask).await {
+                Ok(Reply::Call(result)) => result,
+                Ok(_) => Err(CallError::Failed(format!("tool `{name}`: the parent answered another request"))),
+                Err(why) => Err(CallError::Failed(format!("tool `{name}`: {why}"))),
             }
-            answer_rx
-                .await
-                .unwrap_or_else(|_| Err(CallError::Failed(format!("tool `{name}`: the parent process did not answer"))))
+        })
+    }
+
+    fn start_call<'a>(&'a mut self, name: &'a str, args_json: &'a str) -> BoxFuture<'a, Result<u32, CallError>> {
+        Box::pin(async move {
+            let ask =
+                |request| FromWorker::StartCall { request, name: name.to_owned(), args_json: args_json.to_owned() };
+            match self.ask(ask).await {
+                Ok(Reply::Started(result)) => result,
+                Ok(_) => Err(CallError::Failed(format!("tool `{name}`: the parent answered another request"))),
+                Err(why) => Err(CallError::Failed(format!("tool `{name}`: {why}"))),
+            }
+        })
+    }
+
+    fn await_any(&mut self, timeout: Option<Duration>) -> BoxFuture<'_, Vec<(u32, Result<String, CallError>)>> {
+        let timeout_ms = timeout.map(|t| u32::try_from(t.as_millis()).unwrap_or(u32::MAX));
+        Box::pin(async move {
+            match self.ask(|request| FromWorker::AwaitAny { request, timeout_ms }).await {
+                Ok(Reply::Ended(finished)) => finished,
+                // The guest's started calls then never end; the run's deadline ends it.
+                _ => Vec::new(),
+            }
         })
     }
 }

@@ -121,6 +121,69 @@ async fn a_forged_call_outside_the_scope_is_refused_by_the_parent() {
     assert_eq!(outcome.error.unwrap().kind, "max_tool_calls");
 }
 
+/// A worker's started calls go through the parent's broker as an in-process guest's do:
+/// refused out of scope, running at the same time (a barrier of two is met), their
+/// answers collected by `await_any`, the trail in start order.
+#[tokio::test]
+async fn a_worker_s_started_calls_overlap_in_the_parent_s_broker() {
+    let limits = Limits::default();
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let mut tools = Tools::new();
+    tools
+        .register(Tool::new("meet", "", json!({"type": "object"}), move |_| {
+            let barrier = Arc::clone(&barrier);
+            async move {
+                match tokio::time::timeout(Duration::from_secs(20), barrier.wait()).await {
+                    Ok(_) => Ok(json!("met")),
+                    Err(_) => Err(crate::ToolFailure::new("the other call never came")),
+                }
+            }
+        }))
+        .unwrap();
+    let mut broker = BrokerCtx::new(Arc::new(tools), Scope::only(["meet"]), limits.clone());
+    let (mut p, mut w) = pipes(&limits);
+    let cancel = CancelToken::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let parent =
+        drive(&mut p.frames.received, &mut p.to_worker, request(&limits), &mut broker, deadline, &cancel, None);
+    let fake_worker = async {
+        expect_run(&mut w.worker_in).await;
+        let mut ids = Vec::new();
+        for (request, name) in [(1, "meet"), (2, "secret"), (3, "meet")] {
+            let start = FromWorker::StartCall { request, name: name.into(), args_json: "{}".into() };
+            write_frame(&mut w.worker_out, &start).await.unwrap();
+            match read_frame::<_, ToWorker>(&mut w.worker_in, u32::MAX).await.unwrap() {
+                Some(ToWorker::CallStarted { request: r, result }) if r == request => ids.push(result),
+                other => panic!("expected call_started {request}, got {other:?}"),
+            }
+        }
+        assert!(matches!(ids[1], Err(CallError::Denied(_))), "{:?}", ids[1]);
+        let mut finished = Vec::new();
+        for request in 4.. {
+            write_frame(&mut w.worker_out, &FromWorker::AwaitAny { request, timeout_ms: None }).await.unwrap();
+            match read_frame::<_, ToWorker>(&mut w.worker_in, u32::MAX).await.unwrap() {
+                Some(ToWorker::CallsEnded { request: r, finished: f }) if r == request => finished.extend(f),
+                other => panic!("expected calls_ended {request}, got {other:?}"),
+            }
+            if finished.len() == 2 {
+                break;
+            }
+        }
+        finished.sort_by_key(|(id, _)| *id);
+        let expected = vec![
+            (ids[0].clone().unwrap(), Ok("\"met\"".to_owned())),
+            (ids[2].clone().unwrap(), Ok("\"met\"".to_owned())),
+        ];
+        assert_eq!(finished, expected, "both calls were in flight at once");
+        write_frame(&mut w.worker_out, &ok_outcome()).await.unwrap();
+    };
+    let (outcome, ()) = tokio::join!(parent, fake_worker);
+    assert_eq!(outcome.unwrap().status, Status::Ok);
+    let (trail, breach) = broker.into_report();
+    assert_eq!(trail.iter().map(|r| r.call_id).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(breach.is_none());
+}
+
 async fn fault_after_run(send: Vec<u8>, limits: Limits) -> Fault {
     let (mut broker, _) = broker(&limits);
     let (mut p, mut w) = pipes(&limits);
