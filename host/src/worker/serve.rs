@@ -157,7 +157,10 @@ impl Session {
     fn answer(&self, request: u32, reply: Reply) -> Result<(), WorkerError> {
         match self.pending().remove(&request) {
             // The request may have been dropped by a timeout meanwhile.
-            Some(waiting) => Ok(drop(waiting.send(reply))),
+            Some(waiting) => {
+                let _ = waiting.send(reply);
+                Ok(())
+            }
             None => Err(WorkerError::Protocol(format!("a result for unknown tool call {request}"))),
         }
     }
