@@ -152,14 +152,9 @@ tokio = {{ version = "1", features = ["rt-multi-thread", "macros", "fs"] }}
 # Not a member of any workspace above it.
 [workspace]
 
-# The workspace's profile, so that the crates both builds share are compiled once.
-[profile.dev.package."*"]
-opt-level = 2
-debug = false
-
-[profile.dev]
-debug = "line-tables-only"
-
+# The workspace's profiles, so that the crates both builds share are compiled once.
+{profiles}
+# The workspace's members get the dev profile, not its "*" override.
 [profile.dev.package.wasmbox-guest-python]
 opt-level = 0
 debug = "line-tables-only"
@@ -184,6 +179,7 @@ opt-level = 0
 opt-level = 0
 "#,
             host = root.join("host").to_str().expect("a UTF-8 checkout path"),
+            profiles = workspace_profiles(&root),
         ),
     )
     .unwrap();
@@ -211,6 +207,23 @@ opt-level = 0
     let binary = dir.join(built.file_name().expect("a file name"));
     std::fs::copy(&built, &binary).unwrap();
     binary
+}
+
+/// The `[profile.*]` tables of the workspace's manifest, which end it.
+fn workspace_profiles(root: &Path) -> String {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let start = manifest.find("\n[profile.").expect("the workspace's manifest has profiles");
+    let profiles = &manifest[start..];
+    let tables = profiles.lines().filter(|line| line.starts_with('['));
+    assert!(
+        tables.clone().all(|table| table.starts_with("[profile.")),
+        "the profiles must end the workspace's manifest"
+    );
+    assert!(
+        !profiles.contains("package.wasmbox-host]") && !profiles.contains("package.wasmtime]"),
+        "the outside crate sets those itself"
+    );
+    profiles.to_owned()
 }
 
 /// The outcomes the outside crate printed, by language, and the cache it used.

@@ -148,6 +148,13 @@ impl Engine {
         if config.epoch_tick_ms == 0 {
             return Err(Error::Engine("epoch_tick_ms must be greater than zero".into()));
         }
+        if !cfg!(feature = "compiler") {
+            return Err(Error::Engine(
+                "this build of wasmbox has no compiler: it was built without the `compiler` feature, \
+                 which only checking the code for other targets leaves out"
+                    .into(),
+            ));
+        }
         let cache = PrecompileCache::open(config.cache_dir)?;
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)

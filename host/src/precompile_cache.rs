@@ -22,7 +22,7 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::io::{self, Read, Write};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -76,7 +76,7 @@ impl ArtifactKey {
     /// The key of `component` compiled by `engine`.
     pub(crate) fn of(engine: &wasmtime::Engine, component: &[u8]) -> Self {
         let mut hasher = Sha256Hasher(Sha256::new());
-        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hash_compatibility(engine, &mut hasher);
         hasher.0.update(Sha256::digest(component));
         ArtifactKey(hex::encode(&hasher.0.finalize()[..KEY_BYTES]))
     }
@@ -266,7 +266,7 @@ impl PrecompileCache {
         component: &[u8],
         key: &ArtifactKey,
     ) -> Result<Component, StoreError> {
-        let code = engine.precompile_component(component).map_err(StoreError::Compile)?;
+        let code = compile(engine, component)?;
         let path = self.artifact_path(key);
         if let Err(err) = write_atomically(&path, &[&code, SEAL_MAGIC, &key.seal(&code)]) {
             // Losing a race to another writer is fine (Windows cannot replace a file
@@ -281,6 +281,28 @@ impl PrecompileCache {
             other => StoreError::Io(io::Error::other(format!("the artifact just written is unusable: {other}"))),
         })
     }
+}
+
+/// Feeds into `hasher` what makes `engine`'s artifacts loadable by another engine.
+fn hash_compatibility(engine: &wasmtime::Engine, hasher: &mut Sha256Hasher) {
+    #[cfg(feature = "compiler")]
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), hasher);
+    // wasmtime derives it from the compiler's settings. A build without one makes no
+    // engine (`Engine::new` refuses), so no key is ever computed there.
+    #[cfg(not(feature = "compiler"))]
+    let _ = (engine, hasher);
+}
+
+/// `component` compiled for `engine`.
+#[cfg(feature = "compiler")]
+fn compile(engine: &wasmtime::Engine, component: &[u8]) -> Result<Vec<u8>, StoreError> {
+    engine.precompile_component(component).map_err(StoreError::Compile)
+}
+
+/// A build without the `compiler` feature makes no engine, so never gets here.
+#[cfg(not(feature = "compiler"))]
+fn compile(_: &wasmtime::Engine, _: &[u8]) -> Result<Vec<u8>, StoreError> {
+    Err(StoreError::Compile(wasmtime::Error::msg("this build has no compiler")))
 }
 
 /// Has wasmtime map `file`, which [`PrecompileCache::load`] opened from `path` and
@@ -343,7 +365,7 @@ impl PrecompileCache {
     /// Where the file-identity record of `file` for `engine` lives.
     fn file_record_path(&self, engine: &wasmtime::Engine, file: &Path) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
-        engine.precompile_compatibility_hash().hash(&mut hasher);
+        hash_compatibility(engine, &mut hasher);
         hasher.0.update(file.as_os_str().as_encoded_bytes());
         self.dir.join("by-file").join(hex::encode(&hasher.0.finalize()[..KEY_BYTES]))
     }

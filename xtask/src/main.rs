@@ -108,6 +108,29 @@ fn linted(mut command: Command) -> Command {
     command
 }
 
+/// The test binary of `cli/tests/outside_checkout.rs`, which `cargo xtask test` runs
+/// beside the rest, and its tests, which the rest skips.
+const OUTSIDE_CHECKOUT_TEST: &str = "outside_checkout";
+const OUTSIDE_CHECKOUT_TESTS: [&str; 2] = [
+    "a_host_crate_outside_the_workspace_runs_python_and_javascript_with_a_tool",
+    "the_installed_binary_runs_python_and_javascript_from_any_directory",
+];
+
+/// [`run`], with the command's output printed only once it ended.
+fn run_quietly(command: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {command:?} (its output follows when it ends)");
+    let started = Instant::now();
+    let output = command.output().with_context(|| format!("could not start {command:?}"))?;
+    eprintln!("xtask: output of {command:?}:");
+    std::io::Write::write_all(&mut std::io::stderr(), &output.stdout)?;
+    std::io::Write::write_all(&mut std::io::stderr(), &output.stderr)?;
+    if !output.status.success() {
+        bail!("{command:?} failed with {}", output.status);
+    }
+    eprintln!("xtask: {:.0?} for {command:?}", started.elapsed());
+    Ok(())
+}
+
 fn run(command: &mut Command) -> Result<()> {
     eprintln!("xtask: running {command:?}");
     let started = Instant::now();
@@ -217,12 +240,14 @@ fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
 }
 
 /// `cargo check` of host and CLI for every [`CROSS_CHECK_TARGETS`], into target/<triple>/
-/// of the one target dir.
+/// of the one target dir. Without the `compiler` feature: checking Cranelift for two more
+/// targets was a large share of the step (docs/performance.md, "CI"), and only one call
+/// of the host needs it (`precompile_cache::compile`), which has no platform code.
 fn cross_check(root: &Path) -> Result<()> {
     // One cargo for all targets: its jobs keep both cores busy where one target's check
     // alone leaves one idle behind a long crate.
     let mut check = cargo();
-    check.args(["check", "--quiet", "-p", "wasmbox-host", "-p", "wasmbox-cli"]);
+    check.args(["check", "--quiet", "--no-default-features", "-p", "wasmbox-host", "-p", "wasmbox-cli"]);
     for target in CROSS_CHECK_TARGETS {
         check.args(["--target", target]).envs(cross_check_c_env(root, target)?);
     }
@@ -660,21 +685,39 @@ fn test(root: &Path) -> Result<()> {
         let path = root.join(format!("target/guests/{example}.wasm"));
         precompile(&["--allow-inert-wasi", "--guest", &path.to_string_lossy()])?;
     }
-    let mut tests = linted(cargo());
-    tests.args(["test", "--workspace"]).env("WASMBOX_CACHE_DIR", cache_dir(root));
     docker::prepare_for_tests(root, &wasmbox)?;
     let available = available_isolations(&wasmbox)?;
-    if available.iter().any(|name| name == "bwrap") {
-        // Then the bwrap tests must run, not skip.
-        tests.env("WASMBOX_REQUIRE_BWRAP", "1");
+    let tests = || {
+        let mut tests = linted(cargo());
+        tests.env("WASMBOX_CACHE_DIR", cache_dir(root));
+        if available.iter().any(|name| name == "bwrap") {
+            // Then the bwrap tests must run, not skip.
+            tests.env("WASMBOX_REQUIRE_BWRAP", "1");
+        }
+        if available.iter().any(|name| name == "docker") {
+            // Likewise the docker tests.
+            tests.env("WASMBOX_REQUIRE_DOCKER", "1");
+        }
+        // setup installed the MCP partners: their tests must run, not skip.
+        tests.env("WASMBOX_REQUIRE_MCP_PARTNERS", "1");
+        tests
+    };
+    // cli/tests/outside_checkout.rs spends its time building a crate outside the
+    // workspace; the other test binaries, run one after another, leave cores idle
+    // waiting on guests, processes and timeouts. So it runs beside them, its output
+    // held back until it ends. (Cargo holds the target dir's lock only while building.)
+    let mut outside = tests();
+    outside.args(["test", "--quiet", "-p", "wasmbox-cli", "--test", OUTSIDE_CHECKOUT_TEST]);
+    let mut rest = tests();
+    rest.args(["test", "--workspace", "--", "--exact"]);
+    for name in OUTSIDE_CHECKOUT_TESTS {
+        rest.args(["--skip", name]);
     }
-    if available.iter().any(|name| name == "docker") {
-        // Likewise the docker tests.
-        tests.env("WASMBOX_REQUIRE_DOCKER", "1");
-    }
-    // setup installed the MCP partners: their tests must run, not skip.
-    tests.env("WASMBOX_REQUIRE_MCP_PARTNERS", "1");
-    run(&mut tests)?;
+    std::thread::scope(|scope| {
+        let outside = scope.spawn(move || run_quietly(&mut outside));
+        let rest = run(&mut rest);
+        outside.join().map_err(|_| anyhow::anyhow!("the outside-checkout test's thread panicked"))?.and(rest)
+    })?;
     // The Python package's wheel, installed into a venv of its own, and its pytest suite.
     python_package::test(root, &wasmbox)?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
@@ -684,6 +727,23 @@ fn test(root: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tests `cargo xtask test` runs beside the rest are those the rest skips: a test
+    /// added to the file, or renamed, would otherwise run twice.
+    #[test]
+    fn the_skipped_tests_are_the_outside_checkout_tests() {
+        let path = workspace_root().join(format!("cli/tests/{OUTSIDE_CHECKOUT_TEST}.rs"));
+        let source = std::fs::read_to_string(&path).unwrap();
+        let mut names: Vec<&str> = source
+            .split("#[test]")
+            .skip(1)
+            .filter_map(|after| after.trim_start().strip_prefix("fn ")?.split('(').next())
+            .collect();
+        names.sort_unstable();
+        let mut expected = OUTSIDE_CHECKOUT_TESTS.to_vec();
+        expected.sort_unstable();
+        assert_eq!(names, expected, "{}", path.display());
+    }
 
     /// `linted` must fail a build on a clippy warning: its `CLIPPY_ARGS` spelling is
     /// clippy's private protocol, so a clippy that changed it would silently stop
