@@ -941,8 +941,7 @@ function endsValue(t) {
  * The names the top level of `code` (a function body) declares with `let`, `const`, `var`,
  * `function` or `class`, destructuring patterns included, in order and without repeats.
  */
-export function topLevelNames(code) {
-  const t = tokenize(code);
+export function topLevelNames(code, t = tokenize(code)) {
   const names = [];
   const add = (tok) => {
     if (tok && tok.k === 'name' && !tok.v.includes('\\') && !names.includes(tok.v)) names.push(tok.v);
@@ -1039,6 +1038,28 @@ export function topLevelNames(code) {
     }
   }
   return names;
+}
+
+/**
+ * Whether the directive prologue of a function body whose tokens are `t` holds `'use
+ * strict'`: the string literal statements it starts with, each ended by `;`, the end, or a
+ * line break before a token that cannot continue the expression (ASI). A step that keeps
+ * bindings starts with the keep line, which would push its directives out of the prologue:
+ * the step then starts with `'use strict';` of its own. Anything unsure is not a directive
+ * (the step stays sloppy, as it was), so code is never made strict that was not.
+ */
+export function hasUseStrict(t) {
+  for (let j = 0; j < t.length && t[j].k === 'str';) {
+    const next = t[j + 1];
+    const semicolon = next !== undefined && next.k === 'p' && next.v === ';';
+    const ends = next === undefined || semicolon || (next.nl && (next.k === 'str' || next.k === 'num'
+      || (next.k === 'name' && !CONTINUES.has(next.v)) || (next.k === 'p' && next.v === '{')));
+    if (!ends) return false;
+    // Only the exact text is the directive: no escapes, no line continuation.
+    if (t[j].v === "'use strict'" || t[j].v === '"use strict"') return true;
+    j += semicolon ? 2 : 1;
+  }
+  return false;
 }
 
 /** The line a step starts with: hands its top-level bindings' accessors to KEEP_PARAM. */
@@ -1341,10 +1362,13 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     headerLines = HEADER_LINES;
     try {
       const source = deferToolCalls(hideDynamicImport(code));
-      const names = ++calls > 1 ? topLevelNames(source) : [];
+      const tokens = ++calls > 1 ? tokenize(source) : null;
+      const names = tokens ? topLevelNames(source, tokens) : [];
       if (names.length) {
         try {
-          fn = compile(AsyncFunction, keepLine(names) + source, KEEP_PARAM);
+          // On the keep line, so the code's own lines keep their numbers.
+          const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
+          fn = compile(AsyncFunction, prologue + keepLine(names) + source, KEEP_PARAM);
           headerLines = HEADER_LINES + 1;
         } catch {
           // the code's own error, with its own line numbers, comes from compiling it as it is

@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, deferToolCalls, DEFER, topLevelNames, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, deferToolCalls, DEFER, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -342,6 +342,29 @@ test('sessions: top-level declarations and their names', () => {
   assert.deepEqual(names('let a = b\nc()\nlet d = 1'), ['a', 'd']);
   assert.deepEqual(names('let a = b\n  .map(f)\n  in c'), ['a']);
   assert.deepEqual(names('const o = {a: 1, b: {c: 2}}, p = 3; label: for (;;) break label'), ['o', 'p']);
+});
+
+test('sessions: a step\'s \'use strict\' directive, and what is none', () => {
+  const strict = (code) => hasUseStrict(tokenize(code));
+  for (const code of ["'use strict'", '"use strict";let a', "// c\n'use asm'; 'use strict'\nx = 1",
+    "'a'\n'use strict'\nlet b", "'use strict'\n{ }", "/* c */ 'use strict'\nx = 1"]) {
+    assert.ok(strict(code), code);
+  }
+  for (const code of ["'use strict'.length", "'use strict' + x", "'use strict'\n(f)()", "'use strict'\n[0]",
+    "'use\\x20strict'", "x; 'use strict'", "'use strict'\n`t`", "'use strict'\ninstanceof C", "'use strict' ? 1 : 2",
+    "let a; 'use strict'", "'x'.y; 'use strict'"]) {
+    assert.ok(!strict(code), code);
+  }
+});
+
+test('sessions: a step\'s directive prologue applies to that step only', async () => {
+  const step = newRunner();
+  await step('', 'null');
+  const r = await step("'use strict'; let keptStrict = 1; undeclaredStrict = 2", 'null');
+  assert.equal(r.val.val.kind, 'ReferenceError', JSON.stringify(r));
+  assert.deepEqual(await step('let more = 1; undeclaredLater = 3; return [keptStrict, undeclaredLater]', 'null'),
+    ok('[1,3]'));
+  for (const name of ['keptStrict', 'more', 'undeclaredLater']) delete globalThis[name];
 });
 
 test('sessions: declarations persist across steps, sharing one binding', async () => {

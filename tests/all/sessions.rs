@@ -70,6 +70,28 @@ async fn javascript_top_level_declarations_persist() {
     assert_eq!(value(&session.run("return base").await), json!(1));
 }
 
+/// A step's directive prologue applies to that step, as a run's does to the run, also in a
+/// step that declares names (which the session starts with a line of its own), and the
+/// next step is sloppy again.
+#[tokio::test]
+async fn javascript_use_strict_applies_to_its_step() {
+    let strict = "'use strict';\nlet kept = 1;\nundeclared = 2;";
+    let assert_strict = |outcome: &Outcome| {
+        let error = outcome.error.as_ref().expect("an error");
+        assert_eq!((outcome.status, error.kind.as_str()), (Status::Error, "ReferenceError"), "{}", show(outcome));
+        assert!(error.traceback.contains("<code>:3:"), "{}", show(outcome));
+    };
+    assert_strict(&sandbox(javascript()).run(strict).await);
+    let session = open(javascript(), Limits::default()).await;
+    assert_strict(&session.run(strict).await);
+    assert_strict(&session.run("\"use strict\"\n// after the directive\nconst other = 1; alsoUndeclared = 3").await);
+    let sloppy = "let later = 1;\nundeclared = 4;\nreturn [kept, other, undeclared]";
+    assert_eq!(value(&session.run(sloppy).await), json!([1, 1, 4]));
+    // A string that is not a whole statement is no directive.
+    let not_a_directive = "'use strict'.length;\nlet s = 'use strict'.length;\nundeclared = 5;\nreturn s";
+    assert_eq!(value(&session.run(not_a_directive).await), json!(10));
+}
+
 #[tokio::test]
 async fn a_step_that_raises_keeps_the_session() {
     for (runtime, define, raise, read) in [
