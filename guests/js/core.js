@@ -818,10 +818,55 @@ function isMethodDefinition(code, open) {
   return false;
 }
 
-function importStandin(specifier) {
-  return Promise.reject(new TypeError(
-    `import(${safe(() => stringify(String(specifier)), '?')}) is not available: `
-    + 'the sandbox has no modules; reach the outside world through `tools`'));
+// ------------------------------------------------------------ built-in modules
+// Code written for Node loads `fs` with `require('fs')` or `await import('node:fs')`.
+// The guest has no module loader, but it has the exports of a few of Node's built-in
+// modules (`modules`: a name without `node:` -> its exports; runner.js gives `fs` and
+// `fs/promises`): `require` answers them, and so does the dynamic import() stand-in.
+
+/** The exports of the built-in module `id` (`fs`, `node:fs`, ...), or undefined. */
+function builtinModule(modules, id) {
+  const name = typeof id === 'string' && id.startsWith('node:') ? id.slice(5) : id;
+  return typeof name === 'string' && Object.hasOwn(modules, name) ? modules[name] : undefined;
+}
+
+/** Node's `require` for `modules`; anything else throws Node's MODULE_NOT_FOUND error. */
+export function makeRequire(modules) {
+  const names = Object.keys(modules).join(', ');
+  return function require(id) {
+    if (typeof id !== 'string') {
+      const err = new TypeError(`The "id" argument must be of type string. Received ${typeName(id)}`);
+      err.code = 'ERR_INVALID_ARG_TYPE';
+      throw err;
+    }
+    const exports = builtinModule(modules, id);
+    if (exports !== undefined) return exports;
+    // Node's first line; the second says what there is instead of Node's require stack.
+    const err = new Error(`Cannot find module '${id}'\nthe sandbox's modules are ${names || 'none'} `
+      + '(also with node:); reach the outside world through `tools`');
+    err.code = 'MODULE_NOT_FOUND';
+    err.requireStack = [];
+    throw err;
+  };
+}
+
+/** What `import(specifier)` stands for: a module namespace for `modules`, else a rejection. */
+export function makeImportStandin(modules) {
+  const namespaces = {};
+  for (const name of Object.keys(modules)) {
+    // Node's namespace of a built-in module: its exports by name, and `default`.
+    const ns = Object.assign(Object.create(null), modules[name], { default: modules[name] });
+    defineProperty(ns, Symbol.toStringTag, { value: 'Module' });
+    namespaces[name] = Object.freeze(ns);
+  }
+  const names = Object.keys(modules).join(', ');
+  return function importStandin(specifier) {
+    const ns = builtinModule(namespaces, specifier);
+    if (ns !== undefined) return promiseResolve(ns);
+    return promiseReject(new TypeError(
+      `import(${safe(() => stringify(String(specifier)), '?')}) is not available: `
+      + `the sandbox's modules are ${names || 'none'}; reach the outside world through \`tools\``));
+  };
 }
 
 // ------------------------------------------------------------- session steps
@@ -1323,8 +1368,9 @@ const TIMER_NAMES = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval
  * `timers`: the engine's real setTimeout/clearTimeout/setInterval/clearInterval.
  * `global`: the object the code's names live on (globalThis).
  * `maxIdleTurns`: see MAX_IDLE_TURNS (node's setTimeout(0) waits 1 ms: tests lower it).
+ * `modules`: the built-in modules `import(...)` answers (see makeImportStandin).
  */
-export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS }) {
+export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS, modules = {} }) {
   let current = null; // the state of the run in progress
   let calls = 0; // after the first, every call is a session's step ("session steps")
 
@@ -1343,6 +1389,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   function define(name, value) {
     Object.defineProperty(global, name, { value, writable: true, configurable: true, enumerable: false });
   }
+
+  // Once, here, not by every run as the other globals are: code does not write this name,
+  // and each global a run defines costs that run fuel (docs/performance.md).
+  define(IMPORT_STANDIN, makeImportStandin(modules));
 
   async function execute(code, inputJson) {
     const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
@@ -1410,7 +1460,6 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     define('listTools', () => listTools(host));
     // Indexed loops: for-of runs interpreted self-hosted code here (see writeJson).
     for (let i = 0; i < TOOL_ERRORS.length; i++) define(TOOL_ERRORS[i].name, TOOL_ERRORS[i]);
-    define(IMPORT_STANDIN, importStandin);
     for (let i = 0; i < TIMER_NAMES.length; i++) define(TIMER_NAMES[i], timers[TIMER_NAMES[i]]);
 
     // Drive the code's promise. A synchronous tool call settles at once; calls started

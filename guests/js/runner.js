@@ -6,7 +6,7 @@
 
 import { call, listTools, startCall, awaitAny } from 'wasmbox:sandbox/tools@0.1.2';
 import * as files from 'wasmbox:sandbox/files@0.1.2';
-import { createRunner, makeConsole } from './core.js';
+import { createRunner, makeConsole, makeRequire } from './core.js';
 import { makeFs } from './fs.js';
 import { installIntlOnFirstUse } from './intl/lazy.js';
 
@@ -30,11 +30,17 @@ delete globalThis.fetch;
 // The `fs` global (fs.js), over the run's files: defined here, into the snapshot, rather
 // than by every run as core.js defines `tools` (a run that defined one more global paid
 // for it in W1; docs/performance.md).
-Object.defineProperty(globalThis, 'fs', {
-  value: makeFs(files), writable: true, configurable: true, enumerable: false,
+const fs = makeFs(files);
+Object.defineProperty(globalThis, 'fs', { value: fs, writable: true, configurable: true, enumerable: false });
+// Node's built-in modules the guest has, for code that loads them: `require('fs')`,
+// `require('node:fs/promises')` and `await import('node:fs')` (core.js). `require` goes
+// into the snapshot as `fs` does.
+const modules = { fs, 'fs/promises': fs.promises };
+Object.defineProperty(globalThis, 'require', {
+  value: makeRequire(modules), writable: true, configurable: true, enumerable: false,
 });
 
-const run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers });
+const run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers, modules });
 
 export const runner = {
   run(code, inputJson) {
@@ -77,6 +83,7 @@ installIntlOnFirstUse(globalThis);
     return 0;
   };
   const warmUp = createRunner({
+    modules, // it defines the import() stand-in again: the same one
     host: {
       call: (name, argsJson) => argsJson,
       listTools: () => [{ name: 'echo', description: 'echoes its arguments', argsSchema: '{}' }],

@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, deferToolCalls, DEFER, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, deferToolCalls, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -328,7 +328,30 @@ test('errors: syntax, thrown values, dynamic import', async () => {
   assert.deepEqual([str.kind, str.message], ['Error', 'plain']);
   const timer = await exception('setTimeout(() => { throw new TypeError("in timer") }, 0); await new Promise(r => setTimeout(r, 20))');
   assert.deepEqual([timer.kind, timer.message], ['TypeError', 'in timer']);
-  assert.deepEqual(await run('try { await import("node:fs") } catch (e) { return e.name }', 'null'), ok('"TypeError"'));
+  assert.deepEqual(await run('try { await import("node:path") } catch (e) { return e.name }', 'null'), ok('"TypeError"'));
+});
+
+test('modules: require and import() answer fs and fs/promises, Node\'s error for the rest', async () => {
+  const fs = { readFileSync: () => 'text', promises: { readFile: async () => 'text' } };
+  const modules = { fs, 'fs/promises': fs.promises };
+  const require = makeRequire(modules);
+  assert.equal(require('fs'), fs);
+  assert.equal(require('node:fs'), fs);
+  assert.equal(require('fs/promises'), fs.promises);
+  assert.equal(require('node:fs/promises'), fs.promises);
+  for (const id of ['path', 'node:path', 'lodash', './fs', 'node:', 'constructor', '__proto__']) {
+    assert.throws(() => require(id), (e) => e.code === 'MODULE_NOT_FOUND' && e instanceof Error
+      && e.message.split('\n')[0] === `Cannot find module '${id}'`, id);
+  }
+  assert.throws(() => require(1), { code: 'ERR_INVALID_ARG_TYPE', name: 'TypeError' });
+  const step = createRunner({ host, timers, maxIdleTurns: 3, modules });
+  const code = `const a = await import('node:fs'), b = await import("fs"), c = await import('fs/promises');
+return [a.default === b.default, a.readFileSync(), typeof a.promises.readFile, await c.readFile(),
+  c.default === a.promises, Object.prototype.toString.call(a), Object.isFrozen(a)]`;
+  assert.deepEqual(await step(code, 'null'), ok('[true,"text","function","text",true,"[object Module]",true]'));
+  const missing = await step('await import("node:child_process")', 'null');
+  assert.equal(missing.val.val.kind, 'TypeError', JSON.stringify(missing));
+  assert.match(missing.val.val.message, /modules are fs, fs\/promises/);
 });
 
 test('sessions: top-level declarations and their names', () => {

@@ -304,3 +304,26 @@ async fn a_run_without_files_still_sees_the_three_mounts() {
     let outcome = run("return [typeof fs, typeof fs.promises.readFile, fs.readdirSync('/')]").await;
     assert_eq!(value(&outcome), json!(["object", "function", ["input", "output", "tmp"]]));
 }
+
+/// Code written for Node loads `fs` as a module: `require('fs')`, `require('node:fs')`,
+/// `require('fs/promises')` and `await import('node:fs')` give the `fs` global's object
+/// (and its `promises`), over the same files; any other module is Node's
+/// MODULE_NOT_FOUND (require) or a rejection (import).
+#[tokio::test]
+async fn require_and_import_give_fs() {
+    let code = "const fs = require('fs');\n\
+        const { readFileSync } = require('node:fs');\n\
+        const fsp = require('node:fs/promises');\n\
+        fs.writeFileSync('/output/a.txt', readFileSync('/input/data.csv', 'utf8').split('\\n')[1]);\n\
+        const ns = await import('node:fs');\n\
+        const { readFile } = await import('fs/promises');\n\
+        let missing;\n\
+        try { require('child_process'); } catch (e) { missing = [e.code, e instanceof Error, e.message.split('\\n')[0]]; }\n\
+        let refused;\n\
+        try { await import('node:path'); } catch (e) { refused = e.name; }\n\
+        return [fs === globalThis.fs, fsp === fs.promises, ns.default === fs, ns.readFileSync === readFileSync,\n\
+          await fsp.readFile('/output/a.txt', 'utf8'), await readFile('/output/a.txt', 'utf8'), missing, refused];";
+    let outcome = run_files(code, &inputs(), Limits::default()).await;
+    let missing = json!(["MODULE_NOT_FOUND", true, "Cannot find module 'child_process'"]);
+    assert_eq!(value(&outcome), json!([true, true, true, true, "ada,3", "ada,3", missing, "TypeError"]));
+}
