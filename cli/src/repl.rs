@@ -17,7 +17,7 @@ use tokio::io::AsyncBufReadExt;
 use wasmbox::{RunRequest, Session, SessionConfig};
 
 use crate::live_output::LivePrinter;
-use crate::{load_runtime, print_human, sandbox_flags, Lang};
+use crate::{file_flags, load_runtime, print_human, sandbox_flags, Lang};
 
 #[derive(clap::Args)]
 pub struct ReplArgs {
@@ -30,6 +30,10 @@ pub struct ReplArgs {
     /// End the session this long after it started.
     #[arg(long, default_value_t = wasmbox::DEFAULT_SESSION_MAX_LIFETIME_MS)]
     max_lifetime_ms: u64,
+    /// A host file every step can read at /input/NAME (default NAME: the file's name), as
+    /// for `wasmbox run`. Repeatable. Read once, when the session starts.
+    #[arg(long = "input-file", value_name = "PATH[:NAME]")]
+    input_files: Vec<String>,
     #[command(flatten)]
     sandbox: sandbox_flags::SandboxArgs,
 }
@@ -47,6 +51,7 @@ struct Request {
 }
 
 pub async fn repl(args: ReplArgs) -> Result<std::process::ExitCode> {
+    let files = file_flags::read_inputs(&args.input_files)?;
     let tools = args.sandbox.command_tools()?;
     let scope = sandbox_flags::scope_from(&args.sandbox.allow, &tools)?;
     let plan = args.sandbox.plan()?;
@@ -54,7 +59,7 @@ pub async fn repl(args: ReplArgs) -> Result<std::process::ExitCode> {
     let runtime = load_runtime(&engine, args.lang, None, false)?;
     let sandbox = plan.sandbox(runtime, tools)?.scope(scope);
     let config = SessionConfig { idle_timeout_ms: args.idle_timeout_ms, max_lifetime_ms: args.max_lifetime_ms };
-    let session = sandbox.session(config).await.context("starting the session")?;
+    let session = Session::open_with_files(sandbox, config, files).await.context("starting the session")?;
     if std::io::stdin().is_terminal() {
         interactive(&session, args.lang).await?;
     } else {

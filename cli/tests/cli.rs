@@ -628,3 +628,31 @@ fn repl_keeps_state_across_json_lines_steps() {
         assert_eq!(lines[4]["status"], "error", "after reset, {lang} has no x: {lines:?}");
     }
 }
+
+/// `wasmbox repl --input-file`: every step reads the file under /input, and a step's
+/// outcome lists the session's /output.
+#[test]
+fn repl_steps_read_input_files() {
+    let dir = fixture();
+    std::fs::write(dir.path().join("n.txt"), "41").unwrap();
+    for (lang, write, read) in [
+        (
+            "python",
+            "open('/output/m.txt', 'w').write(open('/input/data/n.txt').read())",
+            "open('/output/m.txt').read()",
+        ),
+        (
+            "js",
+            "fs.copyFileSync('/input/data/n.txt', '/output/m.txt')",
+            "return fs.readFileSync('/output/m.txt', 'utf8')",
+        ),
+    ] {
+        let input = format!("{}\n{}\n", serde_json::json!({"code": write}), serde_json::json!({"code": read}));
+        let out = wasmbox(dir.path(), &["repl", "--lang", lang, "--input-file", "n.txt:data/n.txt"], Some(&input));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines[0]["files"], serde_json::json!([{"name": "m.txt", "text": "41"}]), "{lang}: {lines:?}");
+        assert_eq!(lines[1]["value"], "41", "{lang}: {lines:?}");
+    }
+}

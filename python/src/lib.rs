@@ -18,6 +18,7 @@
 mod blocking;
 mod convert;
 mod exit_guard;
+mod files;
 mod live_output;
 mod outcome;
 mod session;
@@ -239,19 +240,23 @@ impl NativeSandbox {
     }
 
     /// Runs `code` to its outcome on this thread, the GIL released, calling
-    /// `on_output(stream, text)` as the guest writes. Ctrl-C cancels the run and raises
+    /// `on_output(stream, text)` as the guest writes; `files` (`{name: bytes or str}`)
+    /// are under the guest's `/input`. Ctrl-C cancels the run and raises
     /// `KeyboardInterrupt`.
-    #[pyo3(signature = (code, input, on_output=None))]
+    #[pyo3(signature = (code, input, on_output=None, files=None))]
     fn run(
         &self,
         py: Python<'_>,
         code: &str,
         input: &Bound<'_, PyAny>,
         on_output: Option<Py<PyAny>>,
+        files: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyOutcome> {
         let input = convert::from_py(input)?;
+        let files = files::input_files(files)?;
         let token = CancelToken::new();
         let (request, sink) = request(code.to_owned(), input, token.clone(), on_output);
+        let request = request.files(files);
         let _finish = FinishOutput(sink);
         let outcome = blocking::drive(py, self.sandbox.run_with(request), Some(&token))?;
         Ok(PyOutcome::new(outcome))
@@ -260,8 +265,8 @@ impl NativeSandbox {
     /// Starts `code` on the package's tokio threads and returns a handle at once;
     /// `on_output(stream, text)` is called as the guest writes, and `on_done(outcome)`
     /// when the run ends, both with the GIL, from threads of the package's. Async tools
-    /// run on `event_loop`.
-    #[pyo3(signature = (code, input, event_loop, on_done, on_output=None))]
+    /// run on `event_loop`. `files` as for `run`.
+    #[pyo3(signature = (code, input, event_loop, on_done, on_output=None, files=None))]
     fn start(
         &self,
         code: String,
@@ -269,11 +274,14 @@ impl NativeSandbox {
         event_loop: Py<PyAny>,
         on_done: Py<PyAny>,
         on_output: Option<Py<PyAny>>,
+        files: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<RunHandle> {
         let input = convert::from_py(input)?;
+        let files = files::input_files(files)?;
         let token = CancelToken::new();
         let sandbox = Arc::clone(&self.sandbox);
         let (request, sink) = request(code, input, token.clone(), on_output);
+        let request = request.files(files);
         tokio_runtime().spawn(async move {
             let run = sandbox.run_with(request);
             let outcome = RUN_LOOP.scope(Arc::new(event_loop), run).await;

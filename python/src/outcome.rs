@@ -96,6 +96,12 @@ impl PyOutcome {
         PyList::new(py, records)
     }
 
+    /// The files the guest left under `/output`, `{name: bytes}` in name order.
+    #[getter]
+    fn files<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::files::output_files(py, &self.inner.files)
+    }
+
     /// What the run cost.
     #[getter]
     fn stats(&self) -> PyStats {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use wasmbox::{CancelToken, Session, SessionConfig, SessionError, Status};
+use wasmbox::{CancelToken, Sandbox, Session, SessionConfig, SessionError, Status};
 
 use crate::blocking::drive;
 use crate::outcome::PyOutcome;
@@ -82,22 +82,25 @@ fn typed_session_error(py: Python<'_>, message: String, status: &str, kind: &str
 #[pymethods]
 impl NativeSession {
     /// Opens a session of `sandbox` (admission, instantiation and the guest's opening
-    /// call), the GIL released. Raises `ConfigurationError` for a zero duration,
+    /// call), the GIL released, with `files` (`{name: bytes or str}`) under the guest's
+    /// `/input` in every step. Raises `ConfigurationError` for a zero duration,
     /// `IsolationError` for a sandbox with worker isolation, `SessionError` when
     /// admission control refuses it.
     #[new]
-    #[pyo3(signature = (sandbox, idle_timeout_ms=None, max_lifetime_ms=None))]
+    #[pyo3(signature = (sandbox, idle_timeout_ms=None, max_lifetime_ms=None, files=None))]
     fn new(
         py: Python<'_>,
         sandbox: &NativeSandbox,
         idle_timeout_ms: Option<u64>,
         max_lifetime_ms: Option<u64>,
+        files: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut config = SessionConfig::default();
         config.idle_timeout_ms = idle_timeout_ms.unwrap_or(config.idle_timeout_ms);
         config.max_lifetime_ms = max_lifetime_ms.unwrap_or(config.max_lifetime_ms);
-        let sandbox = Arc::clone(&sandbox.sandbox);
-        let opened = drive(py, sandbox.session(config), None)?;
+        let files = crate::files::input_files(files)?;
+        let sandbox = Sandbox::clone(&sandbox.sandbox);
+        let opened = drive(py, Session::open_with_files(sandbox, config, files), None)?;
         let session = opened.map_err(|err| session_error(py, &err))?;
         Ok(NativeSession {
             session: Mutex::new(Some(Arc::new(session))),

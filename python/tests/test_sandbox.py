@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Literal, Optional
 
@@ -48,6 +49,49 @@ def test_what_the_guest_did_is_an_outcome_not_an_exception() -> None:
     assert syntax.status is Status.ERROR and syntax.error.kind == "SyntaxError"
     js = Sandbox("javascript").run("throw new TypeError('nope')")
     assert js.status is Status.ERROR and js.error.kind == "TypeError" and "nope" in js.error.message
+
+
+# Reads /input/data.csv and /input/dir/note.txt, writes /output/sum.txt and a binary file.
+FILES_CODE = {
+    "python": "import pathlib\n"
+    "rows = open('/input/data.csv').read().split()\n"
+    "pathlib.Path('/output/sum.txt').write_text(str(sum(map(int, rows))))\n"
+    "pathlib.Path('/output/bin').mkdir()\n"
+    "pathlib.Path('/output/bin/raw').write_bytes(bytes([0, 255]))\n"
+    "open('/input/dir/note.txt').read()",
+    "javascript": "const rows = fs.readFileSync('/input/data.csv', 'utf8').split(/\\s+/).filter(Boolean);\n"
+    "fs.writeFileSync('/output/sum.txt', String(rows.reduce((a, r) => a + Number(r), 0)));\n"
+    "fs.mkdirSync('/output/bin'); fs.writeFileSync('/output/bin/raw', new Uint8Array([0, 255]));\n"
+    "return fs.readFileSync('/input/dir/note.txt', 'utf8')",
+}
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_input_files_in_and_output_files_out(language: str) -> None:
+    files = {"data.csv": b"1\n2\n39\n", "dir/note.txt": "é as text"}
+    outcome = Sandbox(language).run(FILES_CODE[language], files=files)
+    assert outcome.status == Status.OK, outcome
+    assert outcome.value == "é as text"
+    assert outcome.files == {"bin/raw": b"\x00\xff", "sum.txt": b"42"}
+    assert list(outcome.files) == ["bin/raw", "sum.txt"], "in name order"
+    # bytearray and memoryview are bytes too; run_async takes files as run does.
+    files = {"data.csv": bytearray(b"40 2"), "dir/note.txt": memoryview(b"mv")}
+    outcome = asyncio.run(Sandbox(language).run_async(FILES_CODE[language], files=files))
+    assert (outcome.value, outcome.files["sum.txt"]) == ("mv", b"42"), outcome
+    assert Sandbox(language).run("1" if language == "python" else "return 1").files == {}
+
+
+def test_input_files_that_cannot_be_files_raise() -> None:
+    sandbox = Sandbox()
+    for name in ["/etc/passwd", "../x", "", "a/./b"]:
+        with pytest.raises(ValueError, match="input file name"):
+            sandbox.run("1", files={name: b""})
+    with pytest.raises(TypeError, match="expected bytes or str, not int"):
+        sandbox.run("1", files={"a": 1})
+    with pytest.raises(TypeError, match="mapping"):
+        sandbox.run("1", files=[("a", b"")])
+    with pytest.raises(TypeError, match="file name must be a str"):
+        sandbox.run("1", files={1: b""})
 
 
 def test_input_that_is_not_json_raises_type_error() -> None:

@@ -56,6 +56,38 @@ def test_state_persists_across_steps_and_a_raise_keeps_the_session(language: str
     assert session.closed
 
 
+# Step one reads /input/n.txt and writes /output/n.txt; step two reads that back.
+FILE_STEPS = {
+    "python": (
+        "n = int(open('/input/n.txt').read())\nopen('/output/n.txt', 'w').write(str(n + 1))",
+        "[open('/output/n.txt').read(), open('/input/n.txt').read()]",
+    ),
+    "javascript": (
+        "const n = Number(fs.readFileSync('/input/n.txt', 'utf8'));\nfs.writeFileSync('/output/n.txt', String(n + 1))",
+        "return [fs.readFileSync('/output/n.txt', 'utf8'), fs.readFileSync('/input/n.txt', 'utf8')]",
+    ),
+}
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_input_files_are_there_in_every_step_and_output_files_stay(language: str) -> None:
+    write, read = FILE_STEPS[language]
+    with Sandbox(language).session(files={"n.txt": b"41"}) as session:
+        first = session.run(write)
+        assert first.status == Status.OK, first
+        assert first.files == {"n.txt": b"42"}
+        second = session.run(read)
+        assert second.value == ["42", "41"], second
+        assert second.files == {"n.txt": b"42"}, "every step's outcome lists all of /output"
+        # A reset starts on a fresh instance with the same input files and no output.
+        session.reset()
+        fresh = session.run(read)
+        assert fresh.status == Status.ERROR, fresh
+        assert session.run(write).files == {"n.txt": b"42"}
+    with pytest.raises(ValueError, match="input file name"):
+        Sandbox(language).session(files={"../n.txt": b""})
+
+
 @pytest.mark.parametrize("language", ["python", "javascript"])
 def test_a_timeout_ends_the_session_and_later_steps_say_so(language: str) -> None:
     with Sandbox(language, limits=Limits(timeout_ms=300)).session() as session:

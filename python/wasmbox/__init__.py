@@ -43,7 +43,7 @@ from ._native import (
     configure_engine,
     guest_versions,
 )
-from ._sandbox import Language, Sandbox, ScopeLike
+from ._sandbox import InputFiles, Language, Sandbox, ScopeLike
 from ._session import Session
 from ._tool import Tool, tool
 from ._types import CallStatus, Limits, Status
@@ -67,6 +67,7 @@ __all__ = [
     "Stats",
     "Language",
     "ScopeLike",
+    "InputFiles",
     "ISOLATION_NAMES",
     "configure_engine",
     "guest_versions",

@@ -2,7 +2,7 @@
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, final
 
 from ._types import CallStatus, Status
@@ -85,6 +85,9 @@ class Outcome:
     @property
     def tool_calls(self) -> list[ToolCallRecord]: ...
     @property
+    def files(self) -> dict[str, bytes]:
+        """The files the guest left under ``/output``, ``{name: bytes}`` in name order."""
+    @property
     def stats(self) -> Stats: ...
     def is_ok(self) -> bool: ...
     def to_json(self) -> str: ...
@@ -104,7 +107,13 @@ class NativeSandbox:
         isolation: str,
         worker_program: str | None = None,
     ) -> None: ...
-    def run(self, code: str, input: Any, on_output: Callable[[str, str], Any] | None = None) -> Outcome: ...
+    def run(
+        self,
+        code: str,
+        input: Any,
+        on_output: Callable[[str, str], Any] | None = None,
+        files: Mapping[str, bytes | bytearray | memoryview | str] | None = None,
+    ) -> Outcome: ...
     def start(
         self,
         code: str,
@@ -112,12 +121,17 @@ class NativeSandbox:
         event_loop: asyncio.AbstractEventLoop,
         on_done: Callable[[Outcome], None],
         on_output: Callable[[str, str], Any] | None = None,
+        files: Mapping[str, bytes | bytearray | memoryview | str] | None = None,
     ) -> RunHandle: ...
 
 @final
 class NativeSession:
     def __init__(
-        self, sandbox: NativeSandbox, idle_timeout_ms: int | None = None, max_lifetime_ms: int | None = None
+        self,
+        sandbox: NativeSandbox,
+        idle_timeout_ms: int | None = None,
+        max_lifetime_ms: int | None = None,
+        files: Mapping[str, bytes | bytearray | memoryview | str] | None = None,
     ) -> None: ...
     def run(self, code: str, input: Any, on_output: Callable[[str, str], Any] | None = None) -> Outcome: ...
     def start(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 from . import _native
@@ -14,10 +14,13 @@ from ._session import Session
 from ._tool import Tool
 from ._types import Limits
 
-__all__ = ["Sandbox", "Language", "ScopeLike"]
+__all__ = ["Sandbox", "Language", "ScopeLike", "InputFiles"]
 
 Language = Literal["python", "javascript"]
 ScopeLike = Union[Literal["all", "none"], Iterable[str], None]
+InputFiles = Mapping[str, Union[bytes, bytearray, memoryview, str]]
+"""Files the guest reads under ``/input``: names (``"data.csv"``, ``"dir/a.txt"``) to
+their contents (a ``str`` is stored as UTF-8)."""
 
 
 def _scope(scope: ScopeLike) -> str | list[str]:
@@ -73,7 +76,12 @@ class Sandbox:
         )
 
     def run(
-        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+        self,
+        code: str,
+        input: Any = None,
+        *,
+        files: InputFiles | None = None,
+        on_output: Callable[[str, str], Any] | None = None,
     ) -> Outcome:
         """Runs ``code`` with ``input`` (``INPUT`` in Python) and returns its `Outcome`.
 
@@ -81,31 +89,48 @@ class Sandbox:
         other threads run meanwhile; Ctrl-C cancels the run and raises
         ``KeyboardInterrupt``. Raises ``TypeError`` if ``input`` is not JSON data.
 
+        ``files`` (``{name: bytes or str}``) are readable under the guest's ``/input``;
+        what it leaves under ``/output`` comes back as ``Outcome.files``. Raises
+        ``ValueError`` for a name that is absolute, empty or has a ``.``/``..`` part.
+
         ``on_output(stream, text)``, if given, is called as the guest writes, with
         ``stream`` ``"stdout"`` or ``"stderr"``: the text the outcome keeps, in order,
         within the output caps, from one of wasmbox's threads. An exception it raises
         goes to ``sys.unraisablehook``; the run goes on.
         """
-        return self._native.run(code, input, on_output)
+        return self._native.run(code, input, on_output, files)
 
     async def run_async(
-        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+        self,
+        code: str,
+        input: Any = None,
+        *,
+        files: InputFiles | None = None,
+        on_output: Callable[[str, str], Any] | None = None,
     ) -> Outcome:
         """Like `run`, awaiting the outcome without blocking the event loop. Async tools
         run on this loop; cancelling the awaiting task cancels the run. ``on_output`` is
         called from one of wasmbox's threads, not the loop's: use
         ``loop.call_soon_threadsafe`` to hand text to the loop."""
         return await outcome_of(
-            lambda loop, on_done: self._native.start(code, input, loop, on_done, on_output), wait_for_stop=False
+            lambda loop, on_done: self._native.start(code, input, loop, on_done, on_output, files), wait_for_stop=False
         )
 
-    def session(self, *, idle_timeout_ms: int | None = None, max_lifetime_ms: int | None = None) -> Session:
+    def session(
+        self,
+        *,
+        files: InputFiles | None = None,
+        idle_timeout_ms: int | None = None,
+        max_lifetime_ms: int | None = None,
+    ) -> Session:
         """Opens a `Session`: one guest instance kept across steps (``session.run``).
-        ``idle_timeout_ms`` (default 5 min) and ``max_lifetime_ms`` (default 1 h) end it.
-        Holds an admission slot until closed. Raises `ConfigurationError` for a zero
-        duration, `IsolationError` for a sandbox with worker isolation, `SessionError`
-        when admission control refuses it."""
-        native = _native.NativeSession(self._native, idle_timeout_ms, max_lifetime_ms)
+        ``files`` are under ``/input`` in every step, as for `run`; what steps write
+        under ``/output`` and ``/tmp`` stays for later steps, and every step's
+        ``Outcome.files`` holds all of ``/output``. ``idle_timeout_ms`` (default 5 min)
+        and ``max_lifetime_ms`` (default 1 h) end it. Holds an admission slot until
+        closed. Raises `ConfigurationError` for a zero duration, `IsolationError` for a
+        sandbox with worker isolation, `SessionError` when admission control refuses it."""
+        native = _native.NativeSession(self._native, idle_timeout_ms, max_lifetime_ms, files)
         return Session(native, self)
 
     def __repr__(self) -> str:
