@@ -457,18 +457,19 @@ fn run_description(language: Language, in_scope: &[ToolSummary], unavailable: &s
              status, value, stdout, stderr, error with traceback, and the tool calls it made.",
             "Return a value with `output(value)` or by ending with an expression; print() goes to stdout. \
              Values are JSON. Call a tool as `tools.NAME(arg=...)` (or `await tools.NAME(...)`; \
-             asyncio.gather works inside async def).",
+             the calls in one asyncio.gather run at the same time).",
             "A refused or failed call raises a `ToolError` subclass: `ToolDenied`, `ToolBudgetExhausted`, \
              `ToolInvalidArgs`, `ToolFailed` (the tool itself failed), `ToolTimeout`; `e.kind` names it.",
         ),
         Language::JavaScript => (
             wasmbox_stubs::typescript(in_scope),
             "Runs JavaScript (SpiderMonkey, no fetch; Intl for en, en-GB, de, fr, es, it, pt, nl, ja, zh) in a \
-             WebAssembly sandbox with no host files (a global `fs` with Node's functions over a scratch \
-             /tmp of its own), network or environment, and returns its outcome: status, value, stdout, \
+             WebAssembly sandbox with no host files (`fs`, also `require('fs')`, with Node's functions over \
+             a scratch /tmp of its own), network or environment, and returns its outcome: status, value, stdout, \
              stderr, error with stack, and the tool calls it made.",
             "The code is the body of an async function: `return value` or `output(value)` gives the result; \
-             console.log goes to stdout. Values are JSON. Call a tool as `await tools.NAME({arg: ...})`.",
+             console.log goes to stdout. Values are JSON. Call a tool as `await tools.NAME({arg: ...})`; \
+             the calls in one Promise.all run at the same time.",
             "A refused or failed call throws a `ToolError` subclass: `ToolDenied`, `ToolBudgetExhausted`, \
              `ToolInvalidArgs`, `ToolFailed` (the tool itself failed), `ToolTimeout`; `e.kind` names it.",
         ),

@@ -25,8 +25,8 @@ use crate::tool_model::{Catalogue, ToolModel};
 const HEADER: &str = r#""""The tools this run may call, as Python stubs generated from their JSON Schemas.
 
 Call a tool with keyword arguments, `result = tools.name(arg=value)`; `await
-tools.name(...)` works too (top-level await is allowed, and asyncio.gather inside an
-async def). A tool whose name is not a Python identifier is called by subscript,
+tools.name(...)` works too (top-level await is allowed; the calls in one asyncio.gather
+run at the same time). A tool whose name is not a Python identifier is called by subscript,
 `tools["get-sum"](a=1, b=2)`. One dict of arguments works for any tool,
 `tools.name({"from": "x"})`, and is how to pass keys that are not identifiers. Leave an
 optional argument out rather than passing None, unless its type allows None. A result
