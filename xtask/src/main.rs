@@ -707,7 +707,9 @@ fn test(root: &Path) -> Result<()> {
     // waiting on guests, processes and timeouts. So it runs beside them, its output
     // held back until it ends. (Cargo holds the target dir's lock only while building.)
     let mut outside = tests();
-    outside.args(["test", "--quiet", "-p", "wasmbox-cli", "--test", OUTSIDE_CHECKOUT_TEST]);
+    // `--workspace`, not `-p wasmbox-cli`: features unify over the packages selected, and
+    // the CLI's alone would rebuild wasmtime and everything above it.
+    outside.args(["test", "--quiet", "--workspace", "--test", OUTSIDE_CHECKOUT_TEST]);
     let mut rest = tests();
     rest.args(["test", "--workspace", "--", "--exact"]);
     for name in OUTSIDE_CHECKOUT_TESTS {
