@@ -401,9 +401,11 @@ function answer(text, name, resolve, reject) {
  * rewrites the code so): the calls made meanwhile, `tools.get({url})` in a `.map(...)`
  * included, are started on the host (`startCall`) and run at the same time, and their
  * promises settle when the run's driver collects the answers (`wait`, over `awaitAny`).
- * Every other call is synchronous, as before.
+ * Every other call is synchronous, as before. `wake` rouses the driver, which sleeps
+ * while only a timer is pending: a call can start from code that an event of the engine's
+ * own resumed (a blob read), and would otherwise wait for that timer.
  */
-function makeCalls(host) {
+function makeCalls(host, wake) {
   const inFlight = new Map(); // host call id -> [name, resolve, reject]
   const calls = {
     deferring: 0,
@@ -426,6 +428,7 @@ function makeCalls(host) {
       }
       const { promise, resolve, reject } = withResolvers();
       inFlight.set(id, [name, resolve, reject]);
+      wake();
       return promise;
     },
     /** Waits (at most `timeoutMs`; undefined: until one ends) and settles what ended. */
@@ -1451,7 +1454,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         wakeDriver();
       }, 0);
     }
-    const toolCalls = makeCalls(host);
+    const toolCalls = makeCalls(host, wake);
     define('tools', makeTools(host, toolCalls));
     // Only code that names a combinator needs it (a run that defines a global pays for it).
     if (code.includes('Promise')) define(DEFER, toolCalls.defer);
@@ -1483,7 +1486,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
             idleTurns = 0;
             return wake();
           }
-          if (timers.active.size) return; // the timer's callback wakes the driver again
+          if (timers.active.size) return; // the timer's callback (or a started call) wakes it
           if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
           wake();
         };

@@ -277,6 +277,25 @@ test('tools: calls handed to Promise.all start together; any other call is synch
   assert.ok(waited[1] > 0 && waited[1] <= 5000, `await-any waited for ${waited[1]} ms at most`);
 });
 
+// The driver goes idle while only a timer of the code is pending; a call started later,
+// from code resumed by an event of the engine's own (here one of node's timers, which the
+// runner does not count), must wake it, or it is collected only when the timer is due.
+test('tools: calls started after a native event are collected while a timer is pending', async () => {
+  globalThis.nativeEvent = (ms) => new Promise((resolve) => timers.setTimeout(resolve, ms));
+  events.length = 0;
+  try {
+    assert.deepEqual(await run(`let fired = false; const t = setTimeout(() => { fired = true; }, 30000);
+      await nativeEvent(20);
+      const r = await Promise.all([tools.add({a: 1, b: 1}), tools.add({a: 2, b: 2})]); clearTimeout(t); return [r, fired]`, 'null'),
+    ok('[[2,4],false]'));
+  } finally {
+    delete globalThis.nativeEvent;
+  }
+  assert.equal(events.length, 3);
+  assert.deepEqual(events.slice(0, 2), ['start', 'start']);
+  assert.ok(events[2][1] > 0, `await-any waited up to the pending timer, not past it: ${events[2][1]}`);
+});
+
 test('deferToolCalls: a combinator\'s argument goes through DEFER, lines stay, unholdable ones are left', () => {
   const d = (code) => deferToolCalls(code);
   assert.equal(d('await Promise.all([tools.a(), tools.b()])'),

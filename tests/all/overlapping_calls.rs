@@ -101,6 +101,21 @@ async fn javascript_calls_in_promise_all_run_at_the_same_time() {
     met_four(&sandbox(javascript(), &fixture, Limits::default()).run(JS_ALL_4).await);
 }
 
+/// Calls started after the driver went idle with a timer pending (the code awaited a
+/// blob read, which StarlingMonkey finishes in a task of its own) are collected at once,
+/// not when the timer is due: the code's timer (a minute) is past the run's deadline.
+#[tokio::test]
+async fn javascript_calls_started_after_a_native_event_are_collected_with_a_timer_pending() {
+    let fixture = fixture(2);
+    let code = "const t = setTimeout(() => {}, 60_000);\n\
+        await new Response(new Blob(['x'])).arrayBuffer();\n\
+        const r = await Promise.all([0, 1].map((i) => tools.meet({i})));\n\
+        clearTimeout(t);\n\
+        return r";
+    let outcome = sandbox(javascript(), &fixture, Limits::default()).run(code).await;
+    assert_eq!(value(&outcome), json!([{"met": 0}, {"met": 1}]));
+}
+
 /// The counter-proof: the same four calls one after another never meet.
 #[tokio::test]
 async fn calls_one_after_another_do_not_overlap() {
