@@ -3,7 +3,9 @@
 //!
 //! `cargo bench -p wasmbox-benches` (build the guest first: `cargo xtask guests`).
 //! `WASMBOX_BENCH_POOLING=0` runs them on the on-demand instance allocator instead of
-//! the default pool, for before/after comparisons.
+//! the default pool, and `WASMBOX_BENCH_PREPARED=N` with N instances prepared ahead per
+//! runtime instead of the default (`0`: every run instantiates inline), for
+//! before/after comparisons.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
@@ -11,14 +13,20 @@ use wasmbox::{Engine, EngineConfig, Runtime, Sandbox, Scope, Tool, Tools};
 use wasmbox_benches::{Workload, WORKLOADS};
 
 /// The engine configuration of every bench: the default, or on-demand allocation when
-/// `WASMBOX_BENCH_POOLING=0`.
+/// `WASMBOX_BENCH_POOLING=0`, and `WASMBOX_BENCH_PREPARED` instances prepared ahead.
 fn engine_config() -> EngineConfig {
     let pooling = std::env::var("WASMBOX_BENCH_POOLING").map_or(true, |v| v != "0");
-    EngineConfig { pooling, ..EngineConfig::default() }
+    let prepared_instances = std::env::var("WASMBOX_BENCH_PREPARED")
+        .map_or(wasmbox::DEFAULT_PREPARED_INSTANCES, |v| v.parse().expect("WASMBOX_BENCH_PREPARED is a number"));
+    EngineConfig { pooling, prepared_instances, ..EngineConfig::default() }
 }
 
 fn sandbox(runtime: impl Fn(&Engine) -> Result<Runtime, wasmbox::Error>) -> Sandbox {
-    let engine = Engine::new(engine_config()).expect("engine");
+    sandbox_on(engine_config(), runtime)
+}
+
+fn sandbox_on(config: EngineConfig, runtime: impl Fn(&Engine) -> Result<Runtime, wasmbox::Error>) -> Sandbox {
+    let engine = Engine::new(config).expect("engine");
     let runtime = runtime(&engine).expect("the guests are built: run `cargo xtask guests`");
     let mut tools = Tools::new();
     tools
@@ -47,11 +55,14 @@ fn bench_language(
     let sandbox = sandbox(runtime);
     let mut group = c.benchmark_group(language);
     // Instantiate only: the guest's own measure of the instantiation inside W1 runs
-    // (fresh Store, `InstancePre::instantiate_async`), without the call and the drop.
+    // (fresh Store, `InstancePre::instantiate_async`), without the call and the drop;
+    // on an engine that prepares nothing ahead, since a run on a prepared instance
+    // reports 0 (the background thread pays this instead).
     let trivial = code(&WORKLOADS[0]);
+    let inline = sandbox_on(EngineConfig { prepared_instances: 0, ..engine_config() }, runtime);
     group.bench_function("instantiate", |b| {
         b.to_async(&rt).iter_custom(|iters| {
-            let sandbox = sandbox.clone();
+            let sandbox = inline.clone();
             async move {
                 let mut total = std::time::Duration::ZERO;
                 for _ in 0..iters {

@@ -4,7 +4,9 @@
 //!
 //! `cargo bench -p wasmbox-benches --bench throughput [-- [python|js] [--concurrency N]
 //! [--seconds S]]` (defaults: both languages, concurrency 1, 2, 4 and 8, 5 s each).
-//! `WASMBOX_BENCH_POOLING=0` uses the on-demand instance allocator.
+//! `WASMBOX_BENCH_POOLING=0` uses the on-demand instance allocator;
+//! `WASMBOX_BENCH_PREPARED=N` prepares N instances ahead per runtime instead of the
+//! default (`0`: every run instantiates inline).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -62,11 +64,21 @@ fn main() {
     let args = args();
     let pooling = std::env::var("WASMBOX_BENCH_POOLING").map_or(true, |v| v != "0");
     let max_in_flight = args.concurrency.iter().copied().max().unwrap_or(1);
-    let engine =
-        Engine::new(EngineConfig { pooling, max_concurrent_runs: max_in_flight.max(64), ..EngineConfig::default() })
-            .expect("engine");
+    let prepared_instances = std::env::var("WASMBOX_BENCH_PREPARED")
+        .map_or(wasmbox::DEFAULT_PREPARED_INSTANCES, |v| v.parse().expect("WASMBOX_BENCH_PREPARED is a number"));
+    let config = EngineConfig {
+        pooling,
+        max_concurrent_runs: max_in_flight.max(64),
+        prepared_instances,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config).expect("engine");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
-    println!("W1 throughput, {} allocator, {} s per cell", if pooling { "pooling" } else { "on-demand" }, args.seconds);
+    let allocator = if pooling { "pooling" } else { "on-demand" };
+    println!(
+        "W1 throughput, {allocator} allocator, {prepared_instances} prepared per runtime, {} s per cell",
+        args.seconds
+    );
     println!(
         "{:<7} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11}",
         "guest", "in flight", "runs/s", "p50 ms", "p99 ms", "CPU ms/run", "kernel %", "faults/run"

@@ -11,6 +11,7 @@ use crate::epoch_ticker::EpochTicker;
 use crate::error::Error;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::precompile_cache::{self, ArtifactKey, PrecompileCache, StoreError, Unusable};
+use crate::prepared::{Preparer, SPARE_SLOTS_PER_PREPARED};
 
 /// Default epoch period: how late a wall-clock deadline may fire, and how often a
 /// running guest gives its tokio worker back to other tasks.
@@ -27,6 +28,12 @@ pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 10_000;
 /// has the sizes), so 16 MiB also covers runs that build sizeable data; a run that
 /// dirties more has the rest discarded and faulted in again by the next run.
 pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
+/// Default [`EngineConfig::prepared_instances`]: two per runtime, so that two runs in
+/// flight (or one run and the next) both find one.
+pub const DEFAULT_PREPARED_INSTANCES: usize = 2;
+/// The most [`EngineConfig::prepared_instances`] an engine accepts: each adds
+/// pool slots, and each slot reserves address space.
+pub const MAX_PREPARED_INSTANCES: usize = 64;
 
 /// Instance slots in the pool per admitted run. Nested runs (a tool handler starting
 /// a run) share their parent's admission slot but each takes an instance of its own:
@@ -99,6 +106,17 @@ pub struct EngineConfig {
     /// feature this setting is ignored and every slot is reset by discarding what the
     /// run touched.
     pub keep_resident_bytes: usize,
+    /// How many fresh instances each runtime keeps instantiated ahead of its runs, so
+    /// that a run finds its instance ready instead of instantiating it (and a finished
+    /// run's instance is dropped, its pool slot reset, after the outcome is returned
+    /// rather than before). One background thread per engine does both; a run that
+    /// finds none ready, or none that fits its limits, instantiates as before and never
+    /// waits for it. Each prepared instance serves exactly one run: nothing is reused
+    /// across runs (SECURITY.md, "Prepared instances"). The pool holds 4 ×
+    /// `prepared_instances` more slots for them, shared by the engine's runtimes. `0`
+    /// turns both off. At most [`MAX_PREPARED_INSTANCES`]. Default:
+    /// [`DEFAULT_PREPARED_INSTANCES`].
+    pub prepared_instances: usize,
 }
 
 impl Default for EngineConfig {
@@ -112,6 +130,7 @@ impl Default for EngineConfig {
             pooling: true,
             fuel_metering: false,
             keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            prepared_instances: DEFAULT_PREPARED_INSTANCES,
         }
     }
 }
@@ -132,6 +151,8 @@ struct EngineInner {
     fuel_metering: bool,
     keep_resident_bytes: usize,
     nested_runs_per_tree: u32,
+    /// Prepares instances ahead of runs and drops finished ones in the background.
+    preparer: Preparer,
     // Declared last so it is dropped (and joined) after the rest.
     _ticker: EpochTicker,
 }
@@ -155,6 +176,9 @@ impl Engine {
                     .into(),
             ));
         }
+        if config.prepared_instances > MAX_PREPARED_INSTANCES {
+            return Err(Error::Engine(format!("prepared_instances must be at most {MAX_PREPARED_INSTANCES}")));
+        }
         let cache = PrecompileCache::open(config.cache_dir)?;
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
@@ -164,11 +188,13 @@ impl Engine {
             .epoch_interruption(true);
         if config.pooling {
             // Not part of the compiled code: the precompile cache key is unchanged.
-            wasm.allocation_strategy(pool_config(config.max_concurrent_runs, config.keep_resident_bytes));
+            let spare = (config.prepared_instances as u32).saturating_mul(SPARE_SLOTS_PER_PREPARED);
+            wasm.allocation_strategy(pool_config(config.max_concurrent_runs, spare, config.keep_resident_bytes));
         }
         let wasmtime = wasmtime::Engine::new(&wasm).map_err(|e| Error::Engine(e.to_string()))?;
         let epoch_tick = Duration::from_millis(config.epoch_tick_ms);
         let ticker = EpochTicker::start(wasmtime.clone(), epoch_tick).map_err(|e| Error::Engine(e.to_string()))?;
+        let preparer = Preparer::start(config.prepared_instances).map_err(|e| Error::Engine(e.to_string()))?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
@@ -183,6 +209,7 @@ impl Engine {
                 fuel_metering: config.fuel_metering,
                 keep_resident_bytes: config.keep_resident_bytes,
                 nested_runs_per_tree: nested_runs_per_tree(config.max_concurrent_runs),
+                preparer,
                 _ticker: ticker,
             }),
         })
@@ -239,6 +266,10 @@ impl Engine {
 
     pub(crate) fn wasmtime(&self) -> &wasmtime::Engine {
         &self.inner.wasmtime
+    }
+
+    pub(crate) fn preparer(&self) -> &Preparer {
+        &self.inner.preparer
     }
 
     pub(crate) fn epoch_tick(&self) -> Duration {
@@ -332,9 +363,14 @@ fn nested_runs_per_tree(max_concurrent_runs: usize) -> u32 {
     (pool_instances(max_concurrent_runs) / runs).saturating_sub(1)
 }
 
-/// The pooling allocator sized for `max_concurrent_runs`.
-fn pool_config(max_concurrent_runs: usize, keep_resident_bytes: usize) -> wasmtime::PoolingAllocationConfig {
-    let instances = pool_instances(max_concurrent_runs);
+/// The pooling allocator sized for `max_concurrent_runs`, plus `spare` instances for
+/// those prepared ahead of runs or waiting to be dropped (`prepared.rs`).
+fn pool_config(
+    max_concurrent_runs: usize,
+    spare: u32,
+    keep_resident_bytes: usize,
+) -> wasmtime::PoolingAllocationConfig {
+    let instances = pool_instances(max_concurrent_runs).saturating_add(spare);
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
         .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_INSTANCE))

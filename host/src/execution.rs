@@ -1,6 +1,7 @@
-//! Executes one run in this process: a fresh Store from the runtime's `InstancePre`, the
-//! run's limits, the call, and the classification of how it ended. The in-process
-//! sandbox and the worker process both run guests through here.
+//! Executes one run in this process: a fresh instance from the runtime's `InstancePre`
+//! (prepared ahead of the run when one is ready, see `prepared.rs`), the run's limits,
+//! the call, and the classification of how it ended. The in-process sandbox and the
+//! worker process both run guests through here.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use crate::limits::Limits;
 use crate::live_output::{LiveOutput, OutputStream};
 use crate::outcome::{CapturedOutput, ErrorDetail, Outcome, Stats, Status, ToolCallRecord};
 use crate::output_capture::OutputCapture;
+use crate::prepared::NoBroker;
 use crate::run_state::{MemoryGuard, RunState};
 use crate::runtime::Runtime;
 use crate::termination::{classify_trap, Latched, Phase, Termination};
@@ -39,8 +41,10 @@ pub(crate) struct Job<'a> {
     pub(crate) live: Option<LiveOutput>,
 }
 
-/// Runs `job` on a fresh instance of `runtime`, its tool calls answered by `broker`.
-/// Every ending is an [`Outcome`] (run id and wall time left for the caller).
+/// Runs `job` on a fresh instance of `runtime`, its tool calls answered by `broker`:
+/// one prepared ahead when the runtime has one that fits (`prepared.rs`), else one
+/// instantiated here. Every ending is an [`Outcome`] (run id and wall time left for the
+/// caller).
 pub(crate) async fn execute(runtime: &Runtime, job: Job<'_>, broker: GuestBroker) -> Outcome {
     let Job { limits, code, input_json, files, cancel, live } = job;
     let engine = runtime.engine();
@@ -48,35 +52,55 @@ pub(crate) async fn execute(runtime: &Runtime, job: Job<'_>, broker: GuestBroker
     let stderr = OutputCapture::new(OutputStream::Stderr, limits.max_stderr_bytes as usize);
     stdout.set_live(live.clone());
     stderr.set_live(live);
-    let mut store = new_store(runtime, limits, files, broker, cancel.clone(), &stdout, &stderr);
-    let fuel = match refuel(&mut store, runtime, limits) {
-        Ok(fuel) => fuel,
-        Err(message) => return internal(message),
+    let state = run_state(limits, files, broker, cancel.clone(), &stdout, &stderr);
+    let (mut store, prepared, fuel) = match engine.preparer().take(runtime.prepared(), limits) {
+        Some(taken) => {
+            let (store, runner, fuel) = taken.start(state, limits);
+            (store, Some(runner), fuel)
+        }
+        None => {
+            let mut store = store_with(engine.wasmtime(), state);
+            match refuel(&mut store, runtime, limits) {
+                Ok(fuel) => (store, None, fuel),
+                Err(message) => return internal(message),
+            }
+        }
     };
 
     let hard_timeout = time_bound(limits, engine.epoch_tick());
+    // Zero for a prepared instance: it was instantiated before the run.
     let mut instantiate_time = Duration::ZERO;
     let call = async {
-        let instantiate_started = Instant::now();
-        let runner = runtime.pre().instantiate_async(&mut store).await.map_err(|err| (Phase::Instantiate, err))?;
-        instantiate_time = instantiate_started.elapsed();
+        let runner = match prepared {
+            Some(runner) => runner,
+            None => {
+                let instantiate_started = Instant::now();
+                let instantiated = runtime.pre().instantiate_async(&mut store).await;
+                instantiate_time = instantiate_started.elapsed();
+                instantiated.map_err(|err| (Phase::Instantiate, err))?
+            }
+        };
         runner.wasmbox_sandbox_runner().call_run(&mut store, code, input_json).await.map_err(|err| (Phase::Run, err))
     };
     let result = within(hard_timeout, cancel, call).await;
 
-    // The call future is gone; the Store is only read from here on, then dropped.
+    // The call future is gone; the Store is only read from here on, then retired.
     let fuel_used = store.get_fuel().map_or(0, |left| fuel.saturating_sub(left));
-    let state = store.into_data();
+    let state = store.data_mut();
     let termination = termination(result, state.cancel.is_cancelled());
     let output = (stdout.snapshot(), stderr.snapshot());
-    let mut outcome = outcome_of(termination, limits, &state.memory, output, state.broker.into_report());
-    outcome.files = state.vfs.into_outputs();
+    let report = std::mem::replace(&mut state.broker, NoBroker::guest_broker()).into_report();
+    let mut outcome = outcome_of(termination, limits, &state.memory, output, report);
+    outcome.files = std::mem::replace(&mut state.vfs, Vfs::new(0, 0, InputFiles::new())).into_outputs();
     outcome.stats = Stats {
         wall_time_us: 0,
         instantiate_time_us: instantiate_time.as_micros() as u64,
         fuel_used,
         peak_memory_bytes: state.memory.peak_bytes() as u64,
     };
+    // Dropping the Store resets its pool slot: on the background thread when it has
+    // room, after this outcome is on its way.
+    engine.preparer().retire(store);
     outcome
 }
 
@@ -92,7 +116,19 @@ pub(crate) fn new_store(
     stdout: &OutputCapture,
     stderr: &OutputCapture,
 ) -> Store<RunState> {
-    let state = RunState {
+    store_with(runtime.engine().wasmtime(), run_state(limits, files, broker, cancel, stdout, stderr))
+}
+
+/// The state of one run: see [`new_store`].
+fn run_state(
+    limits: &Limits,
+    files: &InputFiles,
+    broker: GuestBroker,
+    cancel: CancelToken,
+    stdout: &OutputCapture,
+    stderr: &OutputCapture,
+) -> RunState {
+    RunState {
         wasi: wasi::deny_all_ctx(stdout.clone(), stderr.clone()),
         table: ResourceTable::new(),
         vfs: Vfs::new(limits.max_fs_bytes, limits.max_fs_files, files.clone()),
@@ -100,8 +136,13 @@ pub(crate) fn new_store(
         memory: MemoryGuard::new(limits.max_memory_bytes),
         deadline: Instant::now() + Duration::from_millis(limits.timeout_ms),
         cancel,
-    };
-    let mut store = Store::new(runtime.engine().wasmtime(), state);
+    }
+}
+
+/// A Store on `engine` holding `state`, its memory guard as the limiter and its deadline
+/// and cancel token checked at every epoch tick.
+pub(crate) fn store_with(engine: &wasmtime::Engine, state: RunState) -> Store<RunState> {
+    let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
     // Compute is interrupted by epochs: at every tick past the deadline check, stop
     // if the deadline passed or the run was cancelled, else give the tokio worker

@@ -49,6 +49,7 @@ mod metrics;
 mod outcome;
 mod output_capture;
 mod precompile_cache;
+mod prepared;
 pub mod process;
 mod run_request;
 mod run_state;
@@ -72,7 +73,7 @@ pub use builtin_guest::{BuiltinGuest, GuestVersions, GUEST_DIR_ENV};
 pub use cancel::CancelToken;
 pub use engine::{
     Engine, EngineConfig, DEFAULT_EPOCH_TICK_MS, DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_MAX_CONCURRENT_RUNS,
-    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_QUEUE_TIMEOUT_MS,
+    DEFAULT_MAX_QUEUED_RUNS, DEFAULT_PREPARED_INSTANCES, DEFAULT_QUEUE_TIMEOUT_MS, MAX_PREPARED_INSTANCES,
 };
 pub use error::Error;
 pub use import_check::{ImportPolicy, SERVED_SANDBOX_VERSIONS};

@@ -223,7 +223,8 @@ pub struct ToolCallRecord {
 pub struct Stats {
     /// Wall time of the whole run, from request to outcome.
     pub wall_time_us: u64,
-    /// Time spent creating the Store and instantiating the guest.
+    /// Time the run spent instantiating the guest: 0 when it took an instance prepared
+    /// ahead of it ([`EngineConfig::prepared_instances`](crate::EngineConfig::prepared_instances)).
     pub instantiate_time_us: u64,
     /// Fuel consumed by the guest; 0 unless the engine meters fuel.
     pub fuel_used: u64,

@@ -44,6 +44,19 @@ impl MemoryGuard {
     pub(crate) fn peak_bytes(&self) -> usize {
         self.peak_bytes
     }
+
+    /// True when what this guard has counted so far (an instance instantiated ahead of
+    /// its run) fits under `max_bytes`.
+    pub(crate) fn fits(&self, max_bytes: u64) -> bool {
+        !self.exceeded && u64::try_from(self.total_bytes).is_ok_and(|total| total <= max_bytes)
+    }
+
+    /// A guard for a run with `max_bytes` that starts from what this one counted, so
+    /// that the run's limit and peak include the memory its instance already holds, as
+    /// they would had the run instantiated it. Check [`MemoryGuard::fits`] first.
+    pub(crate) fn resumed(&self, max_bytes: u64) -> MemoryGuard {
+        MemoryGuard { total_bytes: self.total_bytes, peak_bytes: self.peak_bytes, ..MemoryGuard::new(max_bytes) }
+    }
 }
 
 impl wasmtime::ResourceLimiter for MemoryGuard {

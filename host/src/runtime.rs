@@ -11,6 +11,7 @@ use crate::builtin_guest::BuiltinGuest;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::import_check::{self, ImportPolicy};
+use crate::prepared::PreparedSet;
 use crate::run_state::RunState;
 use crate::vfs;
 
@@ -23,7 +24,10 @@ pub(crate) struct GuestSource {
 }
 
 /// A guest component compiled for an [`Engine`], with its imports resolved once
-/// (`InstancePre`) so each run only instantiates. Cheap to clone; `Send + Sync`.
+/// (`InstancePre`) so each run only instantiates, and up to
+/// [`EngineConfig::prepared_instances`](crate::EngineConfig::prepared_instances) fresh
+/// instances kept instantiated ahead of runs, each used by one run. Cheap to clone;
+/// `Send + Sync`.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<RuntimeInner>,
@@ -33,6 +37,8 @@ struct RuntimeInner {
     engine: Engine,
     name: String,
     pre: CodeRunnerPre<RunState>,
+    /// Instances of `pre` instantiated ahead of runs.
+    prepared: Arc<PreparedSet>,
     /// The file a worker process loads the same guest from.
     source: Option<GuestSource>,
 }
@@ -128,7 +134,9 @@ impl Runtime {
         broker_link::add_to_linker(&mut linker).map_err(invalid)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(invalid)?;
         let pre = CodeRunnerPre::new(instance_pre).map_err(invalid)?;
-        Ok(Runtime { inner: Arc::new(RuntimeInner { engine: engine.clone(), name: name.into(), pre, source }) })
+        let prepared = engine.preparer().set_for(&pre, engine.meters_fuel());
+        let inner = RuntimeInner { engine: engine.clone(), name: name.into(), pre, prepared, source };
+        Ok(Runtime { inner: Arc::new(inner) })
     }
 
     /// A short name for the guest (`python`, or the file stem).
@@ -142,6 +150,10 @@ impl Runtime {
 
     pub(crate) fn pre(&self) -> &CodeRunnerPre<RunState> {
         &self.inner.pre
+    }
+
+    pub(crate) fn prepared(&self) -> &Arc<PreparedSet> {
+        &self.inner.prepared
     }
 
     pub(crate) fn source(&self) -> Option<&GuestSource> {

@@ -13,6 +13,7 @@ mod js_batteries;
 mod js_files;
 mod live_output;
 mod overlapping_calls;
+mod prepared_instances;
 mod python_batteries;
 mod python_broker;
 mod python_guest;
