@@ -174,6 +174,29 @@ def test_the_gil_is_released_while_a_guest_runs() -> None:
     assert results[0].value == "met"
 
 
+def test_a_pooled_tool_keeps_its_threads_python_state_from_call_to_call() -> None:
+    # The extension's threads keep their Python thread state between calls, as the
+    # threads of a thread pool do: what a tool keeps in a threading.local is there at its
+    # next call on the same thread. More calls than the pool has threads (512) meet some
+    # thread more than once.
+    local = threading.local()
+    calls: list[tuple[int, int]] = []
+
+    def count() -> int:
+        local.n = getattr(local, "n", 0) + 1
+        calls.append((threading.get_ident(), local.n))
+        return local.n
+
+    sandbox = Sandbox(tools=[count], scope="all", limits=Limits(max_tool_calls=600))
+    outcome = sandbox.run("for _ in range(600):\n    tools.count()")
+    assert outcome.status is Status.OK, outcome
+    by_thread: dict[int, list[int]] = {}
+    for ident, n in calls:
+        by_thread.setdefault(ident, []).append(n)
+    assert len(calls) == 600 and any(len(ns) > 1 for ns in by_thread.values())
+    assert all(ns == list(range(1, len(ns) + 1)) for ns in by_thread.values()), by_thread
+
+
 def test_an_inline_tool_runs_on_the_thread_driving_the_run() -> None:
     threads: list[int] = []
 
