@@ -1,11 +1,13 @@
 //! Driving a future to its end on the caller's thread, as sync `run` and session steps
 //! do: the GIL is released while it runs, and every [`SIGNAL_POLL`] the thread takes the
 //! GIL back for a moment so Python can handle signals. Ctrl-C cancels the run (or step)
-//! through its token and raises `KeyboardInterrupt` once it stopped.
+//! through its token and raises `KeyboardInterrupt` once it stopped. While it waits for
+//! a sync tool's answer, the thread spins briefly before it parks ([`spin_until`]).
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use wasmbox::CancelToken;
@@ -14,6 +16,47 @@ use crate::tokio_runtime;
 
 /// How often a sync run lets Python look at pending signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// How long the thread driving a sync run spins (yielding its CPU) for an answer from
+/// another thread before it parks: waking a parked thread again costs about as much as
+/// a quick tool call itself (docs/performance.md, "The Python package").
+const SPIN_FOR_ANSWER: Duration = Duration::from_micros(100);
+
+/// On a thread inside [`drive`], waits up to [`SPIN_FOR_ANSWER`] for `ready`, yielding
+/// its CPU meanwhile; on any other thread returns at once. The driving thread polls only
+/// its caller's run, so it would park until the answer came: a quick answer is taken
+/// without waking it again. Elsewhere (tokio's workers) spinning would hold up other
+/// tasks.
+pub(crate) fn spin_until(ready: impl Fn() -> bool) {
+    if !DRIVING.with(Cell::get) {
+        return;
+    }
+    let until = Instant::now() + SPIN_FOR_ANSWER;
+    while !ready() && Instant::now() < until {
+        std::thread::yield_now();
+    }
+}
+
+thread_local! {
+    /// Whether this thread is inside [`drive`].
+    static DRIVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as inside [`drive`] until dropped.
+struct Driving;
+
+impl Driving {
+    fn enter() -> Self {
+        DRIVING.with(|driving| driving.set(true));
+        Driving
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.with(|driving| driving.set(false));
+    }
+}
 
 /// Drives `future` on this thread with the GIL released, looking at pending signals
 /// every [`SIGNAL_POLL`]. On Ctrl-C, `cancel` (when given) is cancelled and the future
@@ -28,6 +71,7 @@ pub(crate) fn drive<T: Send>(
     let mut future = pin!(future);
     loop {
         let finished = py.detach(|| {
+            let _driving = Driving::enter();
             runtime.block_on(async {
                 tokio::select! {
                     value = &mut future => Some(value),

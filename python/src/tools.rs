@@ -67,6 +67,8 @@ pub(crate) fn tool(spec: ToolSpec) -> Tool {
 
 async fn call_sync(function: Arc<Py<PyAny>>, args: Value) -> Result<Value, ToolFailure> {
     let call = tokio::task::spawn_blocking(move || call_here(&function, &args));
+    // The thread driving a sync run has nothing else to do until the answer comes.
+    crate::blocking::spin_until(|| call.is_finished());
     call.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool panicked")))
 }
 
