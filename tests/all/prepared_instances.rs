@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use wasmbox::{
-    CancelToken, Engine, EngineConfig, Limits, Outcome, Runtime, Sandbox, Status, Tools, MAX_PREPARED_INSTANCES,
+    CancelToken, Engine, EngineConfig, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools,
+    MAX_PREPARED_INSTANCES,
 };
 
-use crate::support::value;
+use crate::support::{tools, value};
 
 /// Runs on the background thread's timetable: give it this many chances at most.
 const ATTEMPTS: usize = 400;
@@ -187,4 +188,44 @@ async fn zero_prepared_instances_turns_preparing_off() {
     let refused =
         Engine::new(EngineConfig { prepared_instances: MAX_PREPARED_INSTANCES + 1, ..EngineConfig::default() });
     assert!(matches!(refused, Err(wasmbox::Error::Engine(_))), "{refused:?}");
+}
+
+/// A guest that calls a tool while it is instantiated (a core start function calling
+/// `tools.call("add", {"a": 1, "b": 2})`), then calls `tools.call(code, input)` in its
+/// run: the 0.1.0 guest of `wit_versions.rs` with a start function added after its
+/// imports are wired.
+fn guest_calling_a_tool_while_instantiated(engine: &Engine) -> Runtime {
+    let text = include_str!("guest_wit_0_1_0.wat")
+        .replace(
+            r#"(data (i32.const 16) "tool refused")"#,
+            r#"(data (i32.const 16) "tool refused") (data (i32.const 64) "add") (data (i32.const 80) "{\"a\": 1, \"b\": 2}")"#,
+        )
+        .replace(
+            "  (type (;3;) (result string (error 2)))",
+            r#"  (core module $starter
+    (import "actual" "0" (func $call (param i32 i32 i32 i32 i32)))
+    (func $start (call $call (i32.const 64) (i32.const 3) (i32.const 80) (i32.const 16) (i32.const 512)))
+    (start $start))
+  (core instance $starter (instantiate $starter (with "actual" (instance $actual))))
+  (type (;3;) (result string (error 2)))"#,
+        );
+    let bytes = wat::parse_str(text).expect("valid WAT");
+    Runtime::from_bytes_with(engine, "starter", &bytes, ImportPolicy::Strict).expect("the guest loads")
+}
+
+/// A guest whose instantiation calls the host is never run on a prepared instance: the
+/// call made while preparing would be missing from the run's trail (it went to the
+/// placeholder broker). Every run instantiates inline and its trail has both calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_that_calls_the_host_while_instantiated_is_not_prepared() {
+    let engine = engine(2, false);
+    let sandbox = Sandbox::new(guest_calling_a_tool_while_instantiated(&engine), tools()).scope(Scope::only(["add"]));
+    for _ in 0..20 {
+        let outcome = sandbox.run_with_input("add", &json!({"a": 2, "b": 40})).await;
+        assert_eq!(outcome.value, Some(json!(42)), "{outcome:?}");
+        let calls: Vec<_> = outcome.tool_calls.iter().map(|call| call.tool.as_str()).collect();
+        assert_eq!(calls, ["add", "add"], "the call made while instantiating is the run's: {outcome:?}");
+        assert!(!prepared(&outcome), "{outcome:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
