@@ -34,6 +34,11 @@ fn broker(limits: Limits) -> BrokerCtx {
     BrokerCtx::new(registry(), Scope::All, limits)
 }
 
+/// A top-level run's broker over `tools` with every tool in scope, in the run tree `tree`.
+fn top_level_run(tools: Arc<Tools>, limits: Limits, tree: Arc<RunTree>, observers: Observers) -> BrokerCtx {
+    BrokerCtx::for_run(tools, Scope::All, limits, RunIdentity::top_level(), tree, observers)
+}
+
 #[tokio::test]
 async fn a_call_in_scope_returns_the_result_and_is_recorded() {
     let mut b = broker(Limits::default());
@@ -189,14 +194,7 @@ async fn recorded_payloads_are_redacted() {
     let (sink, mut events) = crate::ChannelSink::new(64);
     let config = AuditConfig { record_payloads: true, ..AuditConfig::default() };
     let observers = Observers::new(Arc::new(sink), &config, Arc::default());
-    let mut b = BrokerCtx::for_run(
-        registry(),
-        Scope::All,
-        Limits::default(),
-        RunIdentity::top_level(),
-        Arc::default(),
-        observers,
-    );
+    let mut b = top_level_run(registry(), Limits::default(), Arc::default(), observers);
     b.call(
         "echo",
         r#"{"user": "ann", "request": {"headers": [{"Authorization": "Bearer s3cr3t"}]}, "auth": {"a": 1}}"#,
@@ -226,14 +224,7 @@ async fn recorded_payloads_are_redacted() {
 async fn unknown_tool_names_share_one_metrics_label() {
     let metrics: Arc<crate::metrics::Metrics> = Arc::default();
     let observers = Observers::new(Arc::new(TracingSink), &AuditConfig::default(), Arc::clone(&metrics));
-    let mut b = BrokerCtx::for_run(
-        registry(),
-        Scope::All,
-        Limits::default(),
-        RunIdentity::top_level(),
-        Arc::default(),
-        observers,
-    );
+    let mut b = top_level_run(registry(), Limits::default(), Arc::default(), observers);
     for name in ["x1", "x2", &"x".repeat(1 << 20)] {
         b.call(name, "{}").await.unwrap_err();
     }
@@ -250,14 +241,7 @@ async fn calls_in_flight_across_the_run_tree_are_bounded() {
     // A parent call is in flight (e.g. a sub-agent tool running a nested run).
     tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
     let limits = Limits { max_concurrent_tool_calls: 1, ..Limits::default() };
-    let mut nested = BrokerCtx::for_run(
-        registry(),
-        Scope::All,
-        limits,
-        RunIdentity::top_level(),
-        Arc::clone(&tree),
-        Observers::default(),
-    );
+    let mut nested = top_level_run(registry(), limits, Arc::clone(&tree), Observers::default());
     let err = nested.call("echo", "{}").await.unwrap_err();
     assert_eq!(err.status(), CallStatus::BudgetExhausted);
     assert_eq!(nested.breach().unwrap().kind, "max_concurrent_tool_calls");
@@ -269,8 +253,7 @@ async fn calls_in_flight_across_the_run_tree_are_bounded() {
 fn audited(tools: Arc<Tools>, config: &AuditConfig) -> (BrokerCtx, tokio::sync::mpsc::Receiver<AuditEvent>) {
     let (sink, events) = crate::ChannelSink::new(1024);
     let observers = Observers::new(Arc::new(sink), config, Arc::default());
-    let broker =
-        BrokerCtx::for_run(tools, Scope::All, Limits::default(), RunIdentity::top_level(), Arc::default(), observers);
+    let broker = top_level_run(tools, Limits::default(), Arc::default(), observers);
     (broker, events)
 }
 
@@ -394,16 +377,8 @@ async fn with_payload_recording_a_tool_failure_message_is_recorded_redacted() {
 async fn the_run_tree_shares_one_call_budget() {
     let limits = Limits { max_tool_calls: 3, ..Limits::default() };
     let tree = Arc::new(RunTree::new(&limits));
-    let run = |tree: &Arc<RunTree>, limits: Limits| {
-        BrokerCtx::for_run(
-            registry(),
-            Scope::All,
-            limits,
-            RunIdentity::top_level(),
-            Arc::clone(tree),
-            Observers::default(),
-        )
-    };
+    let run =
+        |tree: &Arc<RunTree>, limits: Limits| top_level_run(registry(), limits, Arc::clone(tree), Observers::default());
     let mut parent = run(&tree, limits.clone());
     parent.call("echo", "{}").await.unwrap();
     // A nested run with a ceiling of its own (and a wider tree budget it cannot use:
@@ -569,14 +544,7 @@ async fn a_started_call_is_refused_when_the_tree_holds_every_slot() {
     // A parent call is in flight; this run has nothing running that would free a slot.
     tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);
     let limits = Limits { max_concurrent_tool_calls: 1, ..Limits::default() };
-    let mut nested = BrokerCtx::for_run(
-        registry(),
-        Scope::All,
-        limits,
-        RunIdentity::top_level(),
-        Arc::clone(&tree),
-        Observers::default(),
-    );
+    let mut nested = top_level_run(registry(), limits, Arc::clone(&tree), Observers::default());
     let err = nested.start_call("echo", "{}").unwrap_err();
     assert_eq!(err.status(), CallStatus::BudgetExhausted);
     assert_eq!(nested.breach().unwrap().kind, "max_concurrent_tool_calls");
@@ -589,14 +557,7 @@ async fn a_started_call_is_refused_when_the_tree_holds_every_slot() {
 async fn a_waiting_call_is_refused_once_the_run_has_nothing_running() {
     let tree: Arc<RunTree> = Arc::default();
     let limits = Limits { max_concurrent_tool_calls: 2, ..Limits::default() };
-    let mut b = BrokerCtx::for_run(
-        registry(),
-        Scope::All,
-        limits,
-        RunIdentity::top_level(),
-        Arc::clone(&tree),
-        Observers::default(),
-    );
+    let mut b = top_level_run(registry(), limits, Arc::clone(&tree), Observers::default());
     b.start_call("echo", r#"{"n":1}"#).unwrap();
     // Another run of the tree takes the other slot, then the freed one, and keeps them.
     tree.calls_in_flight.fetch_add(1, Ordering::AcqRel);

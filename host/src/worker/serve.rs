@@ -373,6 +373,21 @@ impl ParentBroker {
         }
         answer_rx.await.map_err(|_| "the parent process did not answer")
     }
+
+    /// [`ask`](Self::ask) on behalf of tool `name`, the reply taken apart by `answer`:
+    /// no reply, or one of another kind, is that tool's failure.
+    async fn ask_for_tool<T>(
+        &mut self,
+        name: &str,
+        frame: impl FnOnce(u32) -> FromWorker,
+        answer: impl FnOnce(Reply) -> Option<Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let failed = |why: &str| CallError::Failed(format!("tool `{name}`: {why}"));
+        match self.ask(frame).await {
+            Ok(reply) => answer(reply).unwrap_or_else(|| Err(failed("the parent answered another request"))),
+            Err(why) => Err(failed(why)),
+        }
+    }
 }
 
 impl RemoteBroker for ParentBroker {
@@ -384,11 +399,11 @@ impl RemoteBroker for ParentBroker {
         Box::pin(async move {
             let ask =
                 |call_id| FromWorker::ToolCall { call_id, name: name.to_owned(), args_json: args_json.to_owned() };
-            match self.ask(ask).await {
-                Ok(Reply::Call(result)) => result,
-                Ok(_) => Err(CallError::Failed(format!("tool `{name}`: the parent answered another request"))),
-                Err(why) => Err(CallError::Failed(format!("tool `{name}`: {why}"))),
-            }
+            let answer = |reply| match reply {
+                Reply::Call(result) => Some(result),
+                _ => None,
+            };
+            self.ask_for_tool(name, ask, answer).await
         })
     }
 
@@ -396,11 +411,11 @@ impl RemoteBroker for ParentBroker {
         Box::pin(async move {
             let ask =
                 |request| FromWorker::StartCall { request, name: name.to_owned(), args_json: args_json.to_owned() };
-            match self.ask(ask).await {
-                Ok(Reply::Started(result)) => result,
-                Ok(_) => Err(CallError::Failed(format!("tool `{name}`: the parent answered another request"))),
-                Err(why) => Err(CallError::Failed(format!("tool `{name}`: {why}"))),
-            }
+            let answer = |reply| match reply {
+                Reply::Started(result) => Some(result),
+                _ => None,
+            };
+            self.ask_for_tool(name, ask, answer).await
         })
     }
 
