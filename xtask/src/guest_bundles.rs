@@ -50,6 +50,11 @@ pub fn write(root: &Path, name: &str, versions: &Versions) -> Result<()> {
         eprintln!("xtask: {} is up to date", compressed_path.display());
         return Ok(());
     }
+    // Neither file while compressing, then the component, then the manifest: the crate's
+    // build script takes the pair only when both exist, and `cargo xtask test`'s
+    // cross-check may run it meanwhile (it finds neither, which a check accepts).
+    let _ = std::fs::remove_file(&manifest_path);
+    let _ = std::fs::remove_file(&compressed_path);
     let started = Instant::now();
     let compressed = compress(&component)?;
     let size = compressed.len() as u64 + manifest.len() as u64;
@@ -59,8 +64,6 @@ pub fn write(root: &Path, name: &str, versions: &Versions) -> Result<()> {
             size as f64 / f64::from(1 << 20)
         );
     }
-    // The manifest goes last: the crate's build script takes the pair only when both exist.
-    let _ = std::fs::remove_file(&manifest_path);
     std::fs::write(&compressed_path, &compressed)?;
     std::fs::write(&manifest_path, manifest)?;
     eprintln!(

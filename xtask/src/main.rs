@@ -149,11 +149,10 @@ fn run(command: &mut Command) -> Result<()> {
 
 /// Installs what every step needs: [`setup_guests`], then what only `test` adds (the
 /// cross-check's rustup targets and C toolchain, bubblewrap for the isolation tests).
+/// The MCP partners are installed by `test` itself, beside the cross-check.
 fn setup(root: &Path) -> Result<()> {
     setup_guests(root)?;
     run(Command::new("rustup").args(["target", "add"]).args(CROSS_CHECK_TARGETS))?;
-    // The MCP end-to-end tests' client and servers (pip and npm, pinned, under target/).
-    mcp_partners::install(root)?;
     if cfg!(target_os = "linux") {
         let mut missing = Vec::new();
         // The `bwrap` isolation tests run wherever bubblewrap can create namespaces.
@@ -640,14 +639,16 @@ fn test_guest_sdk(root: &Path) -> Result<()> {
 fn test(root: &Path) -> Result<()> {
     let started = Instant::now();
     setup(root)?;
-    // The bundle crates must be written before anything compiles the host.
-    build_guests(root, Guests::BuiltIn)?;
-    // The cross-check keeps both cores busy; the other guest builds mostly one (Python
-    // and Node tools), so they overlap it rather than wait. Different target dirs: no
-    // cargo lock between them.
+    // The cross-check keeps both cores busy; the guest builds mostly one (Python and Node
+    // tools) and the MCP partners' install waits on the network, so they overlap it
+    // rather than wait. It needs no guest: a check runs nothing, and a bundle crate
+    // builds without its guest. (The bundle crates must be written before anything
+    // *builds* the host.) Different target dirs: no cargo lock between them.
     std::thread::scope(|scope| {
         let check = scope.spawn(|| cross_check(root));
-        let rest = build_test_guests(root)
+        // The MCP end-to-end tests' client and servers (pip and npm, pinned, under target/).
+        let rest = mcp_partners::install(root)
+            .and_then(|()| build_guests(root, Guests::All))
             .and_then(|()| run(cargo().args(["fmt", "--all", "--check"])))
             .and_then(|()| run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust"))));
         check.join().map_err(|_| anyhow::anyhow!("the cross-check panicked"))?.and(rest)
@@ -709,7 +710,9 @@ fn test(root: &Path) -> Result<()> {
     let mut outside = tests();
     // `--workspace`, not `-p wasmbox-cli`: features unify over the packages selected, and
     // the CLI's alone would rebuild wasmtime and everything above it.
-    outside.args(["test", "--quiet", "--workspace", "--test", OUTSIDE_CHECKOUT_TEST]);
+    // `--nocapture`: its notes (how long the outside crate took, how many crates it
+    // compiled, whether the checkout was hidden) belong in CI's log.
+    outside.args(["test", "--quiet", "--workspace", "--test", OUTSIDE_CHECKOUT_TEST, "--", "--nocapture"]);
     let mut rest = tests();
     rest.args(["test", "--workspace", "--", "--exact"]);
     for name in OUTSIDE_CHECKOUT_TESTS {
