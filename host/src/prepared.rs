@@ -57,6 +57,11 @@ pub(crate) const SPARE_SLOTS_PER_PREPARED: u32 = 4;
 /// longer is not prepared ahead (its runs instantiate inline, within their deadline).
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The background thread's nice value on Linux: it runs when a core is free, and
+/// gives way to the runs when none is.
+#[cfg(target_os = "linux")]
+const BACKGROUND_NICE: i32 = 10;
+
 /// The engine's background thread and its queue: fills runtimes' sets of prepared
 /// instances and drops finished runs' Stores. Stops and is joined when dropped.
 pub(crate) struct Preparer {
@@ -162,16 +167,18 @@ impl Preparer {
         taken
     }
 
-    /// Drops `store` on the background thread when a spare slot is free, else here.
+    /// Drops `store` on the background thread when it has no other Store waiting and
+    /// a spare slot is free, else here: a thread that falls behind does not gather
+    /// finished instances.
     pub(crate) fn retire(&self, store: Store<RunState>) {
         if self.thread.is_none() {
             return;
         }
-        let Some(slot) = self.shared.spare.take() else { return };
         let mut queue = self.shared.lock();
-        if queue.stop {
+        if queue.stop || !queue.retired.is_empty() {
             return;
         }
+        let Some(slot) = self.shared.spare.take() else { return };
         queue.retired.push(Retired { _store: store, _slot: slot });
         drop(queue);
         self.shared.wake.notify_one();
@@ -213,6 +220,10 @@ impl Shared {
 /// The background loop: fills sets first (the next run's latency depends on them),
 /// then drops finished Stores; on stop, drops what is queued and returns.
 fn background(shared: &Arc<Shared>) {
+    // Work off the request path yields to the runs when the cores are busy: on Linux
+    // the nice value is the thread's own.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::process::setpriority_process(None, BACKGROUND_NICE);
     enum Work {
         Refill(Arc<PreparedSet>),
         Retire(Retired),
