@@ -3,6 +3,7 @@
 
     python3 benches/compare/compare.py [--runs 200] [--process-runs 30] [--cell-seconds 6]
                                        [--systems lib,cli,...] [--skip-build]
+                                       [--matrix] [--profile release|dev]
 
 See README.md beside this file for what each column measures. Everything it installs
 goes under target/: a venv (target/compare-venv) for pydantic-monty and
@@ -29,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / "target" / "compare-venv"
 WORKLOADS_DIR = ROOT / "benches" / "workloads"
+# The binaries of the build profile (--profile): release unless told.
 WASMBOX_CLI = ROOT / "target" / "release" / "wasmbox"
 RUNNER = ROOT / "target" / "release" / "examples" / "compare-runner"
 # The precompiled guests are shared with the tests and `cargo xtask demo`: no recompile.
@@ -44,6 +46,38 @@ LABELS = {
     "w6_stdlib": "W6 stdlib",
 }
 MIN_RUNS = 5  # even the slowest cell gets enough samples for a median
+
+# The session matrix (--matrix): ten commands of one session, as a REPL user or an agent
+# working step by step would type them; one of them calls the `add` tool. The last
+# command's value is the check.
+SESSION_COMMANDS = {
+    "python": [
+        "x = 10",
+        "def square(n):\n    return n * n",
+        "y = square(x)",
+        "items = [square(i) for i in range(x)]",
+        "total = sum(items)",
+        "z = tools.add(a=total, b=y)",
+        "name = 'step'",
+        "d = {'k': x, 'z': z}",
+        "label = name + '-' + str(d['z'])",
+        "label",
+    ],
+    "js": [
+        "let x = 10",
+        "function square(n) { return n * n }",
+        "let y = square(x)",
+        "let items = Array.from({length: x}, (_, i) => square(i))",
+        "let total = items.reduce((a, b) => a + b, 0)",
+        "let z = await tools.add({a: total, b: y})",
+        "let name = 'step'",
+        "let d = {k: x, z: z}",
+        "let label = name + '-' + String(d.z)",
+        "return label",
+    ],
+}
+SESSION_VALUE = "step-385"
+MATRIX_SYSTEMS = [("lib", "wasmbox library"), ("monty", "Monty"), ("lib_js", "wasmbox library, JS")]
 
 # The columns, in table order: (key, header). The ratio column divides by "lib".
 SYSTEMS = [
@@ -106,13 +140,20 @@ def install_packages() -> dict[str, str]:
     return errors
 
 
-def build() -> None:
-    """Builds the guests, the release CLI and the runner, and precompiles both guests
-    so that no compile (~20 s) lands inside a timed run."""
+def use_profile(profile: str) -> None:
+    """Points WASMBOX_CLI and RUNNER at `profile`'s build (`dev` is target/debug)."""
+    global WASMBOX_CLI, RUNNER
+    out = ROOT / "target" / ("debug" if profile == "dev" else profile)
+    WASMBOX_CLI, RUNNER = out / "wasmbox", out / "examples" / "compare-runner"
+
+
+def build(profile: str) -> None:
+    """Builds the guests, the CLI and the runner in `profile`, and precompiles both
+    guests so that no compile (~20 s) lands inside a timed run."""
     for command in (
         ["cargo", "xtask", "guests"],
-        ["cargo", "build", "--release", "-p", "wasmbox-cli"],
-        ["cargo", "build", "--release", "-p", "wasmbox-benches", "--example", "compare-runner"],
+        ["cargo", "build", "--profile", profile, "-p", "wasmbox-cli"],
+        ["cargo", "build", "--profile", profile, "-p", "wasmbox-benches", "--example", "compare-runner"],
         [str(WASMBOX_CLI), "precompile", "--lang", "python"],
         [str(WASMBOX_CLI), "precompile", "--lang", "js"],
     ):
@@ -340,6 +381,162 @@ def measure_chuk(workloads, args, backend_name: str) -> dict:
         loop.close()
 
 
+# --------------------------------------------------------------------------- session matrix
+
+
+def matrix_lib(lang: str, args) -> dict:
+    """The matrix's wasmbox cells (runner.rs): cold start in new processes, W1 on the
+    warm sandbox, and sessions of the ten commands."""
+    w1 = (WORKLOADS_DIR / f"w1_trivial.{'js' if lang == 'js' else 'py'}").read_text()
+
+    def runner(spec: dict) -> dict:
+        done = subprocess.run([str(RUNNER)], input=json.dumps({"lang": lang, **spec}),
+                              capture_output=True, text=True, env=ENV)
+        if done.returncode != 0:
+            raise NotAvailable(f"compare-runner failed: {done.stderr.strip()[-200:]}")
+        return json.loads(done.stdout)
+
+    def cold():
+        started = time.perf_counter()
+        cell = runner({"mode": "cold", "code": w1})
+        process_ms = (time.perf_counter() - started) * 1e3
+        if "error" in cell:
+            raise NotAvailable(cell["error"])
+        return cell["value"], cell["cold_ms"], process_ms
+
+    budget_ms = int(args.cell_seconds * 1e3)
+    warm = runner({"runs": args.runs, "budget_ms": budget_ms, "workloads": [{"name": "w1", "code": w1}]})["w1"]
+    session = runner({"mode": "session", "commands": SESSION_COMMANDS[lang], "runs": args.runs, "budget_ms": budget_ms})
+    return matrix_cells(cold, warm, session)
+
+
+def matrix_monty(args) -> dict:
+    """Monty's cells: cold start in new processes (a pool of one worker started, checked
+    out, `1 + 1` fed), `1 + 1` on a fresh session of a warm pool, and the ten commands
+    fed to one session checked out of the warm pool."""
+    from pydantic_monty import Monty
+
+    cold_script = (
+        "import json, sys, time\n"
+        "from pydantic_monty import Monty\n"
+        "t = time.perf_counter()\n"
+        "with Monty(min_processes=1) as pool:\n"
+        "    with pool.checkout() as session:\n"
+        "        value = session.feed_run('1 + 1')\n"
+        "        cold_ms = (time.perf_counter() - t) * 1e3\n"
+        "print(json.dumps({'cold_ms': cold_ms, 'value': value}))\n"
+    )
+
+    def cold():
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", cold_script], capture_output=True, text=True)
+        process_ms = (time.perf_counter() - started) * 1e3
+        if done.returncode != 0:
+            raise NotAvailable(f"exit {done.returncode}: {done.stderr.strip()[-120:]}")
+        cell = json.loads(done.stdout)
+        return cell["value"], cell["cold_ms"], process_ms
+
+    commands = [c.replace("tools.add(", "add(") for c in SESSION_COMMANDS["python"]]
+    lookup = {"add": PlainTools.add}
+    with Monty(min_processes=1) as pool:
+
+        def w1():
+            with pool.checkout() as session:
+                return session.feed_run("1 + 1")
+
+        warm = timed_samples(w1, args.runs, args.cell_seconds)
+
+        def ten():
+            steps, value = [], None
+            with pool.checkout() as session:
+                for command in commands:
+                    t = time.perf_counter()
+                    value = session.feed_run(command, external_lookup=lookup)
+                    steps.append((time.perf_counter() - t) * 1e3)
+            return value, steps
+
+        session = {"samples_ms": [], "step_samples_ms": []}
+        try:
+            ten()  # untimed, as every cell's first
+            started = time.perf_counter()
+            while len(session["samples_ms"]) < args.runs and (
+                len(session["samples_ms"]) < MIN_RUNS or time.perf_counter() - started < args.cell_seconds
+            ):
+                t = time.perf_counter()
+                session["value"], steps = ten()
+                session["samples_ms"].append((time.perf_counter() - t) * 1e3)
+                session["step_samples_ms"].extend(steps)
+        except Exception as e:
+            session = {"error": f"{type(e).__name__}: {e}"}
+    return matrix_cells(cold, warm, session)
+
+
+def timed_samples(call, runs: int, seconds: float) -> dict:
+    """The first call untimed (its value is the check), then samples as in measure_each."""
+    try:
+        value = call()
+        samples, started = [], time.perf_counter()
+        while len(samples) < runs and (len(samples) < MIN_RUNS or time.perf_counter() - started < seconds):
+            t = time.perf_counter()
+            call()
+            samples.append((time.perf_counter() - t) * 1e3)
+        return {"samples_ms": samples, "value": value}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def matrix_cells(cold, warm: dict, session: dict) -> dict:
+    """The matrix's rows for one system; `cold()` is one new process: (value, in-process
+    ms, whole-process ms)."""
+    cells = {"cold": {"samples_ms": []}, "cold_process": {"samples_ms": []}}
+    try:
+        for i in range(COLD_RUNS):
+            value, cold_ms, process_ms = cold()
+            if not same_value(value, 2):
+                raise NotAvailable(f"wrong value {value!r:.40}")
+            cells["cold"]["samples_ms"].append(cold_ms)
+            cells["cold_process"]["samples_ms"].append(process_ms)
+    except NotAvailable as e:
+        cells["cold"] = cells["cold_process"] = {"error": str(e)}
+    if "samples_ms" in warm and not same_value(warm["value"], 2):
+        warm = {"error": f"wrong value {warm['value']!r:.40}"}
+    cells["warm"] = warm
+    if "samples_ms" in session and session.get("value") != SESSION_VALUE:
+        session = {"error": f"wrong value {session.get('value')!r:.40}"}
+    cells["session"] = session
+    cells["step"] = {"samples_ms": session["step_samples_ms"]} if "samples_ms" in session else session
+    return cells
+
+
+COLD_RUNS = 10  # cold starts are a process each: ten give a median
+MATRIX_ROWS = [
+    ("cold", "cold start: engine or pool, then `1 + 1` (in the new process)"),
+    ("cold_process", "cold start: the whole new process"),
+    ("warm", "warm run: `1 + 1`, a fresh sandbox or session each"),
+    ("session", "ten commands of one session (open, ten steps, close)"),
+    ("step", "one of those steps"),
+]
+
+
+def matrix_report(results: dict, columns: list[tuple[str, str]]) -> str:
+    lines = ["| | " + " | ".join(title for _, title in columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    for row, label in MATRIX_ROWS:
+        cells = []
+        for key, _ in columns:
+            cell = results[key].get(row, {"error": "not measured"})
+            if "samples_ms" in cell and cell["samples_ms"]:
+                s = cell["samples_ms"]
+                cells.append(f"{fmt_ms3(percentile(s, 50))} / {fmt_ms3(percentile(s, 99))} ({len(s)})")
+            else:
+                cells.append(f"n/a ({short(cell.get('error', 'no samples'))})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fmt_ms3(ms: float) -> str:
+    return f"{ms:.3f}" if ms < 1 else fmt_ms(ms)
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -418,15 +615,22 @@ def main() -> None:
     parser.add_argument("--process-runs", type=int, default=30, help="timed runs per cell, a process per run")
     parser.add_argument("--cell-seconds", type=float, default=6.0, help="stop a cell after this long (≥5 runs)")
     parser.add_argument("--systems", default=",".join(k for k, _ in SYSTEMS), help="comma-separated column keys")
-    parser.add_argument("--skip-build", action="store_true", help="use the binaries already in target/release")
+    parser.add_argument("--skip-build", action="store_true", help="use the binaries already built")
+    parser.add_argument("--profile", default="release", help="the cargo profile to build and run (dev: target/debug)")
+    parser.add_argument("--matrix", action="store_true",
+                        help="the session matrix (cold start, warm run, ten commands of one session) "
+                             "of lib, monty and lib_js instead of the workload table")
     args = parser.parse_args()
     command = os.environ.get("COMPARE_COMMAND", shlex.join(["python3", *sys.argv]))
+    use_profile(args.profile)
 
     # The load average before our own build: what else this machine was doing.
     info = machine_info()
     install_errors = install_packages()
     if not args.skip_build:
-        build()
+        build(args.profile)
+    if args.matrix:
+        return main_matrix(args, info, command, install_errors)
     workloads = load_workloads()
     wanted = args.systems.split(",")
     columns = [(k, title) for k, title in SYSTEMS if k in wanted]
@@ -467,6 +671,33 @@ def main() -> None:
                 notes.append(f"- {title}, {name}: {cell['error']}")
     if notes:
         print("\nNotes:\n\n" + "\n".join(dict.fromkeys(notes)))
+
+
+def main_matrix(args, info: list[str], command: str, install_errors: dict[str, str]) -> None:
+    wanted = args.systems.split(",")
+    columns = [(k, title) for k, title in MATRIX_SYSTEMS if k in wanted]
+    measures = {
+        "lib": lambda: matrix_lib("python", args),
+        "lib_js": lambda: matrix_lib("js", args),
+        "monty": lambda: matrix_monty(args),
+    }
+    results = {}
+    for key, title in columns:
+        print(f"measuring {title} ...", file=sys.stderr)
+        started = time.perf_counter()
+        try:
+            if key == "monty" and "pydantic-monty" in install_errors:
+                raise NotAvailable(install_errors["pydantic-monty"])
+            results[key] = measures[key]()
+        except Exception as e:
+            reason = str(e) if isinstance(e, NotAvailable) else f"{type(e).__name__}: {e}"
+            results[key] = {row: {"error": reason} for row, _ in MATRIX_ROWS}
+        print(f"  {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    (ROOT / "target" / "compare-matrix-results.json").write_text(json.dumps(results))
+    print("\n".join(f"- {line}" for line in info))
+    print(f"- command: `{command}`\n")
+    print("p50 / p99 in ms (samples); n/a cells say why.\n")
+    print(matrix_report(results, columns))
 
 
 if __name__ == "__main__":

@@ -10,11 +10,20 @@
 //!                  "workloads": [{"name": "...", "code": "..."}]}`
 //! Output (stdout): `{"<name>": {"samples_ms": [...], "value": <first run's value>}}`, or
 //! `{"<name>": {"error": "..."}}` when the workload did not run cleanly.
+//!
+//! Two more modes give the session matrix (cold start, warm run, ten commands of one
+//! session), selected by `"mode"`:
+//! - `"cold"` with `"code"`: one sample in this new process, from before `Engine::new`
+//!   to the first run's outcome (the engine, loading the cached precompiled guest, the
+//!   sandbox, the run): `{"cold_ms": ..., "value": ...}`.
+//! - `"session"` with `"commands": ["...", ...]`: each sample opens a session, runs the
+//!   commands as its steps and drops it: `{"samples_ms": [...], "step_samples_ms": [...],
+//!   "value": <the last step's value>}` (one entry per step in the second).
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use wasmbox::{Engine, EngineConfig, Runtime, Sandbox, Scope, Tool, Tools};
+use wasmbox::{Engine, EngineConfig, Runtime, Sandbox, Scope, SessionConfig, Tool, Tools};
 
 /// However fast a workload is, take at least this many samples (p50/p99 need some).
 const MIN_RUNS: usize = 5;
@@ -23,6 +32,7 @@ fn main() {
     let spec: Value = serde_json::from_reader(std::io::stdin()).expect("a JSON spec on stdin");
     let runs = spec["runs"].as_u64().unwrap_or(100) as usize;
     let budget = Duration::from_millis(spec["budget_ms"].as_u64().unwrap_or(5_000));
+    let cold_started = Instant::now();
     let engine = Engine::new(EngineConfig::default()).expect("engine");
     let runtime = match spec["lang"].as_str() {
         Some("js") => Runtime::javascript(&engine),
@@ -40,6 +50,25 @@ fn main() {
     // starts, so this measures latency, not throughput.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
 
+    match spec["mode"].as_str() {
+        Some("cold") => {
+            let outcome = rt.block_on(sandbox.run(spec["code"].as_str().expect("code")));
+            let cold_ms = cold_started.elapsed().as_secs_f64() * 1e3;
+            let result = match outcome.is_ok() {
+                true => json!({ "cold_ms": cold_ms, "value": outcome.value }),
+                false => json!({ "error": format!("{:?}: {:?}", outcome.status, outcome.error) }),
+            };
+            println!("{result}");
+            return;
+        }
+        Some("session") => {
+            let commands: Vec<&str> =
+                spec["commands"].as_array().expect("commands").iter().map(|c| c.as_str().expect("a command")).collect();
+            println!("{}", rt.block_on(measure_session(&sandbox, &commands, runs, budget)));
+            return;
+        }
+        _ => {}
+    }
     let mut report = serde_json::Map::new();
     for workload in spec["workloads"].as_array().expect("workloads") {
         let name = workload["name"].as_str().expect("name");
@@ -68,4 +97,38 @@ async fn measure(sandbox: &Sandbox, code: &str, runs: usize, budget: Duration) -
         }
     }
     json!({ "samples_ms": samples_ms, "value": first.value })
+}
+
+/// Samples of a whole session (open, every command as a step, drop) and of each step.
+async fn measure_session(sandbox: &Sandbox, commands: &[&str], runs: usize, budget: Duration) -> Value {
+    let mut samples_ms = Vec::with_capacity(runs);
+    let mut step_samples_ms = Vec::with_capacity(runs * commands.len());
+    let mut value = Value::Null;
+    let started = Instant::now();
+    // One untimed session first, as for the runs: it checks every step and warms caches.
+    let mut timed = false;
+    while samples_ms.len() < runs && (samples_ms.len() < MIN_RUNS || started.elapsed() < budget) {
+        let t = Instant::now();
+        let session = match sandbox.session(SessionConfig::default()).await {
+            Ok(session) => session,
+            Err(error) => return json!({ "error": error.to_string() }),
+        };
+        let mut steps_ms = Vec::with_capacity(commands.len());
+        for command in commands {
+            let step = Instant::now();
+            let outcome = session.run(command).await;
+            steps_ms.push(step.elapsed().as_secs_f64() * 1e3);
+            if !outcome.is_ok() {
+                return json!({ "error": format!("{command:?}: {:?}: {:?}", outcome.status, outcome.error) });
+            }
+            value = outcome.value.unwrap_or(Value::Null);
+        }
+        drop(session);
+        if timed {
+            samples_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            step_samples_ms.extend(steps_ms);
+        }
+        timed = true;
+    }
+    json!({ "samples_ms": samples_ms, "step_samples_ms": step_samples_ms, "value": value })
 }

@@ -884,9 +884,17 @@ export function makeImportStandin(modules) {
 // later step changes what a function of this step sees, and a `const` stays constant.
 export const KEEP_PARAM = '\u026Akeep'; // "ɪkeep": not a name code would write
 
-const PUNCTUATORS = ['>>>=', '...', '===', '!==', '**=', '<<=', '>>=', '>>>', '&&=', '||=', '??=',
-  '=>', '==', '!=', '<=', '>=', '&&', '||', '??', '?.', '++', '--', '+=', '-=', '*=', '/=', '%=',
-  '&=', '|=', '^=', '**', '<<', '>>'];
+// A name token the tokenizer finds that topLevelNames keeps holds one of these words:
+// code with none of them needs no tokens.
+const DECLARING_WORDS = /let|const|var|function|class/;
+// Sticky patterns: one match per token, where a test per character was far slower in the
+// guest's interpreter. Punctuators longest first, as the alternation takes the first
+// that matches.
+const PUNCTUATOR = />>>=|\.\.\.|===|!==|\*\*=|<<=|>>=|>>>|&&=|\|\|=|\?\?=|=>|==|!=|<=|>=|&&|\|\||\?\?|\?\.|\+\+|--|\+=|-=|\*=|\/=|%=|&=|\|=|\^=|\*\*|<<|>>/y;
+const NAME_REST = /[\w$\u0080-\uffff\\]*/y;
+const NUMBER_REST = /(?:[eE][+-]|[\w.])*/y;
+const SPACES = /[^\S\n\r\u2028\u2029]+/y;
+const NAME_START = /[A-Za-z_$\u0080-\uffff\\]/;
 const OPENERS = new Set(['(', '[', '{', '${']);
 const CLOSERS = new Set([')', ']', '}', '}`']);
 // A newline before one of these does not end an expression.
@@ -930,10 +938,16 @@ export function tokenize(code) {
     }
     push('tmpl', code.slice(start, i));
   };
+  // From i, the end of what the sticky `pattern` matches there.
+  const matchEnd = (pattern) => {
+    pattern.lastIndex = i;
+    pattern.test(code);
+    return pattern.lastIndex;
+  };
   while (i < n) {
     const c = code[i];
     if (c === '\n' || c === '\r' || c === '\u2028' || c === '\u2029') { nl = true; i++; continue; }
-    if (/\s/.test(c)) { i++; continue; }
+    if (c === ' ' || c === '\t' || /\s/.test(c)) { i = Math.max(i + 1, matchEnd(SPACES)); continue; }
     if (code.startsWith('//', i)) {
       while (i < n && code[i] !== '\n') i++;
       continue;
@@ -959,17 +973,18 @@ export function tokenize(code) {
       push('p', '}`');
       i++;
       template(i);
-    } else if (/[A-Za-z_$\u0080-\uffff\\]/.test(c)) {
-      while (i < n && /[\w$\u0080-\uffff\\]/.test(code[i])) i++;
+    } else if (NAME_START.test(c)) {
+      i = matchEnd(NAME_REST);
       push('name', code.slice(start, i));
-    } else if (/[0-9]/.test(c) || (c === '.' && /[0-9]/.test(code[i + 1]))) {
-      while (i < n && /[\w.]/.test(code[i])) i += /[eE]/.test(code[i]) && /[+-]/.test(code[i + 1]) ? 2 : 1;
+    } else if ((c >= '0' && c <= '9') || (c === '.' && code[i + 1] >= '0' && code[i + 1] <= '9')) {
+      i = matchEnd(NUMBER_REST);
       push('num', code.slice(start, i));
     } else if (c === '/' && regexAllowed()) {
       i = regexEnd(code, i + 1);
       push('regex', code.slice(start, i));
     } else {
-      const p = PUNCTUATORS.find((q) => code.startsWith(q, i)) || c;
+      const end = matchEnd(PUNCTUATOR);
+      const p = end > i ? code.slice(i, end) : c;
       if (p === '{') braces.push('{');
       else if (p === '}') braces.pop();
       i += p.length;
@@ -1415,7 +1430,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     headerLines = HEADER_LINES;
     try {
       const source = deferToolCalls(hideDynamicImport(code));
-      const tokens = ++calls > 1 ? tokenize(source) : null;
+      const step = ++calls > 1;
+      // Code without these words declares nothing to keep, and the tokenizer is then most
+      // of a step's cost.
+      const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
       const names = tokens ? topLevelNames(source, tokens) : [];
       if (names.length) {
         try {

@@ -82,19 +82,29 @@ installIntlOnFirstUse(globalThis);
     Promise.resolve().then(fn);
     return 0;
   };
-  const warmUp = createRunner({
-    modules, // it defines the import() stand-in again: the same one
-    host: {
-      call: (name, argsJson) => argsJson,
-      listTools: () => [{ name: 'echo', description: 'echoes its arguments', argsSchema: '{}' }],
-    },
-    timers: { setTimeout: later, clearTimeout() {}, setInterval: later, clearInterval() {} },
-  });
+  const host = {
+    call: (name, argsJson) => argsJson,
+    listTools: () => [{ name: 'echo', description: 'echoes its arguments', argsSchema: '{}' }],
+  };
+  const timers = { setTimeout: later, clearTimeout() {}, setInterval: later, clearInterval() {} };
+  // it defines the import() stand-in again: the same one
+  const warmUp = createRunner({ modules, host, timers });
   const value = await warmUp(`let t = 0;
 for (let i = 0; i < 3; i++) t += (await tools.echo({a: i, b: [true, null, 'é']})).a;
 return [t, listTools().length, {b: null}]`, '{"x": 1}');
   const error = await warmUp('throw new TypeError("warm")', 'null');
   if (value.tag !== 'ok' || value.val !== '[3,1,{"b":null}]' || error.val?.tag !== 'exception') {
     throw new Error(`the build's warm-up runs failed: ${JSON.stringify([value, error])}`);
+  }
+  // And a session's step that keeps names (its tokenizer, the keep line, keepBindings),
+  // on a runner whose names go to an object of its own rather than onto the snapshot's
+  // global object.
+  const stepWarmUp = createRunner({ modules, host, timers, global: {} });
+  await stepWarmUp('', 'null');
+  const step = await stepWarmUp(`let [a, {b}] = [1, {b: 2}]; const s = \`x\${a}\`; var r = /re/g;
+function f() { return 1.5e+3 >>> 0 } class K {}
+return a + b`, 'null');
+  if (step.tag !== 'ok' || step.val !== '3') {
+    throw new Error(`the build's warm-up step failed: ${JSON.stringify(step)}`);
   }
 }

@@ -43,7 +43,7 @@ use crate::admission::Admitted;
 use crate::audit::AuditEvent;
 use crate::bindings::CodeRunner;
 use crate::broker::link::GuestBroker;
-use crate::broker::{BrokerCtx, RunIdentity, Scope, Tools};
+use crate::broker::{BrokerCtx, Observers, RunIdentity, RunTree, Scope, Tools};
 use crate::cancel::CancelToken;
 use crate::execution::{self, time_bound};
 use crate::limits::Limits;
@@ -182,6 +182,7 @@ struct Shared {
     sandbox: Sandbox,
     config: SessionConfig,
     files: InputFiles,
+    idle: IdleBroker,
     opened: Instant,
     state: tokio::sync::Mutex<State>,
 }
@@ -234,10 +235,12 @@ impl Session {
         files: InputFiles,
     ) -> Result<Session, SessionError> {
         config.validate().map_err(|message| SessionError::new(Status::InvalidRequest, "invalid_session", message))?;
-        let live = start(&sandbox, &files).await?;
+        let idle = IdleBroker::new(&sandbox);
+        let live = start(&sandbox, &files, &idle).await?;
         let now = Instant::now();
         let state = State { live: Some(live), end: None, steps: 0, last_active: now, in_step: false };
-        let shared = Arc::new(Shared { sandbox, config, files, opened: now, state: tokio::sync::Mutex::new(state) });
+        let state = tokio::sync::Mutex::new(state);
+        let shared = Arc::new(Shared { sandbox, config, files, idle, opened: now, state });
         spawn_reaper(Arc::downgrade(&shared));
         Ok(Session { shared })
     }
@@ -329,7 +332,7 @@ impl Session {
         if let Some(end @ SessionEnd::Lifetime { .. }) = &state.end {
             return Err(SessionError::new(Status::Rejected, "session_ended", format!("the session ended: {end}")));
         }
-        match start(&shared.sandbox, &shared.files).await {
+        match start(&shared.sandbox, &shared.files, &shared.idle).await {
             Ok(live) => {
                 state.live = Some(live);
                 state.end = None;
@@ -435,7 +438,7 @@ impl Shared {
         // Only a step the guest answered, raising or not, leaves the instance usable.
         let answered = matches!(termination, Termination::Returned(_) | Termination::GuestError(_));
         let data = live.store.data_mut();
-        let report = std::mem::replace(&mut data.broker, idle_broker()).into_report();
+        let report = std::mem::replace(&mut data.broker, self.idle.broker()).into_report();
         let output = (live.stdout.take(), live.stderr.take());
         let mut outcome = execution::outcome_of(termination, &limits, &data.memory, output, report);
         outcome.files = data.vfs.outputs();
@@ -469,14 +472,42 @@ fn ended(end: &SessionEnd) -> Outcome {
     Outcome::early(Status::Rejected, ErrorDetail::new("session_ended", message))
 }
 
-/// The broker a session's Store holds between steps, when no guest code runs: no tools.
-fn idle_broker() -> GuestBroker {
-    GuestBroker::Local(BrokerCtx::new(Arc::new(Tools::new()), Scope::None, Limits::default()))
+/// The broker a session's Store holds between steps, when no guest code runs: no tools
+/// and no scope. Its parts are made once per session and shared by every step's idle
+/// broker (`BrokerCtx::new` would make a redaction policy and a run id each time); the
+/// observers are the sandbox's, though with no guest code running it never reports.
+struct IdleBroker {
+    tools: Arc<Tools>,
+    identity: RunIdentity,
+    limits: Limits,
+    observers: Observers,
+}
+
+impl IdleBroker {
+    fn new(sandbox: &Sandbox) -> Self {
+        IdleBroker {
+            tools: Arc::new(Tools::new()),
+            identity: RunIdentity::top_level(),
+            limits: Limits::default(),
+            observers: sandbox.observers().clone(),
+        }
+    }
+
+    fn broker(&self) -> GuestBroker {
+        GuestBroker::Local(BrokerCtx::for_run(
+            Arc::clone(&self.tools),
+            Scope::None,
+            self.limits.clone(),
+            self.identity.clone(),
+            Arc::new(RunTree::new(&self.limits)),
+            self.observers.clone(),
+        ))
+    }
 }
 
 /// Admits, instantiates and opens a session's instance: the guest's `run` export is
 /// called once with empty code, so that every step is a repeated call (module docs).
-async fn start(sandbox: &Sandbox, files: &InputFiles) -> Result<Live, SessionError> {
+async fn start(sandbox: &Sandbox, files: &InputFiles, idle: &IdleBroker) -> Result<Live, SessionError> {
     sandbox.prepare("", &Value::Null).map_err(|detail| SessionError { status: Status::InvalidRequest, detail })?;
     if !sandbox.runs_in_process() {
         let message = "sessions run in this process: a sandbox with worker isolation cannot open one";
@@ -493,7 +524,7 @@ async fn start(sandbox: &Sandbox, files: &InputFiles) -> Result<Live, SessionErr
     let stdout = OutputCapture::new(OutputStream::Stdout, limits.max_stdout_bytes as usize);
     let stderr = OutputCapture::new(OutputStream::Stderr, limits.max_stderr_bytes as usize);
     let cancel = CancelToken::new();
-    let mut store = execution::new_store(runtime, limits, files, idle_broker(), cancel.clone(), &stdout, &stderr);
+    let mut store = execution::new_store(runtime, limits, files, idle.broker(), cancel.clone(), &stdout, &stderr);
     let failed = |outcome: Outcome| {
         let detail = outcome.error.unwrap_or_else(|| ErrorDetail::new("internal", "the guest did not start"));
         SessionError { status: outcome.status, detail }
