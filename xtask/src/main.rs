@@ -651,8 +651,10 @@ fn test(root: &Path) -> Result<()> {
     // *builds* the host.) Different target dirs: no cargo lock between them.
     std::thread::scope(|scope| {
         let check = scope.spawn(|| cross_check(root));
-        // The MCP end-to-end tests' client and servers (pip and npm, pinned, under target/).
+        // The MCP end-to-end tests' client and servers, and the Python package's test venv
+        // (pip and npm, pinned, under target/).
         let rest = mcp_partners::install(root)
+            .and_then(|()| python_package::prepare_venv(root))
             .and_then(|()| build_guests(root, Guests::All))
             .and_then(|()| run(cargo().args(["fmt", "--all", "--check"])))
             .and_then(|()| run(cargo().args(["fmt", "--all", "--check"]).current_dir(root.join("guests/rust"))));
@@ -725,11 +727,11 @@ fn test(root: &Path) -> Result<()> {
     }
     std::thread::scope(|scope| {
         let outside = scope.spawn(move || run_quietly(&mut outside));
-        let rest = run(&mut rest);
+        // The Python package's wheel, installed into a venv of its own, and its pytest
+        // suite: beside the outside-checkout test too, which takes the longest.
+        let rest = run(&mut rest).and_then(|()| python_package::test(root, &wasmbox));
         outside.join().map_err(|_| anyhow::anyhow!("the outside-checkout test's thread panicked"))?.and(rest)
     })?;
-    // The Python package's wheel, installed into a venv of its own, and its pytest suite.
-    python_package::test(root, &wasmbox)?;
     eprintln!("xtask: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }

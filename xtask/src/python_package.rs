@@ -42,6 +42,13 @@ fn venv_with(venv: &Path, requirements: &Path) -> Result<PathBuf> {
     Ok(python)
 }
 
+/// `target/python/venv` with python/requirements-test.txt installed (what [`test`]
+/// needs before the wheel): a step that waits on the network, which `cargo xtask test`
+/// runs beside the cross-check.
+pub(crate) fn prepare_venv(root: &Path) -> Result<()> {
+    venv_with(&root.join("target/python/venv"), &root.join("python/requirements-test.txt")).map(drop)
+}
+
 /// Builds the wheel and runs python/tests against it; `wasmbox` is the CLI binary the
 /// worker-isolation test uses.
 pub(crate) fn test(root: &Path, wasmbox: &Path) -> Result<()> {
