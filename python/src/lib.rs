@@ -130,7 +130,7 @@ fn runtime(py: Python<'_>, language: &str) -> PyResult<Runtime> {
 
 /// Sets the settings of the process's engine; only before the first sandbox is made.
 #[pyfunction]
-#[pyo3(signature = (*, cache_dir=None, max_concurrent_runs=None, max_queued_runs=None, queue_timeout_ms=None, epoch_tick_ms=None, fuel_metering=None, pooling=None))]
+#[pyo3(signature = (*, cache_dir=None, max_concurrent_runs=None, max_queued_runs=None, queue_timeout_ms=None, epoch_tick_ms=None, fuel_metering=None, pooling=None, prepared_instances=None))]
 #[allow(clippy::too_many_arguments)]
 fn configure_engine(
     py: Python<'_>,
@@ -141,6 +141,7 @@ fn configure_engine(
     epoch_tick_ms: Option<u64>,
     fuel_metering: Option<bool>,
     pooling: Option<bool>,
+    prepared_instances: Option<usize>,
 ) -> PyResult<()> {
     if ENGINE.get().is_some() {
         return Err(error(
@@ -159,6 +160,12 @@ fn configure_engine(
     config.epoch_tick_ms = epoch_tick_ms.unwrap_or(config.epoch_tick_ms);
     config.fuel_metering = fuel_metering.unwrap_or(config.fuel_metering);
     config.pooling = pooling.unwrap_or(config.pooling);
+    config.prepared_instances = prepared_instances.unwrap_or(config.prepared_instances);
+    // `Engine::new` refuses it too, but only at the first Sandbox and as an `EngineError`.
+    if config.prepared_instances > wasmbox::MAX_PREPARED_INSTANCES {
+        let message = format!("prepared_instances must be at most {}", wasmbox::MAX_PREPARED_INSTANCES);
+        return Err(error(py, "ConfigurationError", message));
+    }
     *ENGINE_CONFIG.lock().map_err(|_| error(py, "EngineError", "engine lock poisoned"))? = Some(config);
     Ok(())
 }

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+import textwrap
 from typing import Literal, Optional
 
 import pytest
@@ -124,6 +127,34 @@ def test_a_second_configure_engine_is_refused_once_the_engine_runs() -> None:
     Sandbox().run("1")
     with pytest.raises(wasmbox.ConfigurationError, match="already running"):
         wasmbox.configure_engine(max_concurrent_runs=4)
+
+
+def test_prepared_instances_is_an_engine_setting() -> None:
+    # An engine of its own, so in a child process.
+    script = textwrap.dedent(
+        """
+        import asyncio, wasmbox
+        for bad in (65, 1000):
+            try:
+                wasmbox.configure_engine(prepared_instances=bad)
+            except wasmbox.ConfigurationError as refused:
+                print("refused", bad, "at most 64" in str(refused), flush=True)
+        wasmbox.configure_engine(prepared_instances=0)
+        for language, code in (("python", "6 * 7"), ("javascript", "return 6 * 7")):
+            sandbox = wasmbox.Sandbox(language)
+            outcomes = [sandbox.run(code) for _ in range(3)] + [asyncio.run(sandbox.run_async(code))]
+            # None prepared ahead: every run instantiates its own instance.
+            print(language, [o.value for o in outcomes], all(o.stats.instantiate_time_us > 0 for o in outcomes), flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "refused 65 True",
+        "refused 1000 True",
+        "python [42, 42, 42, 42] True",
+        "javascript [42, 42, 42, 42] True",
+    ]
 
 
 def test_schemas_are_derived_from_type_hints() -> None:

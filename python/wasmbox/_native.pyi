@@ -157,6 +157,7 @@ def configure_engine(
     epoch_tick_ms: int | None = None,
     fuel_metering: bool | None = None,
     pooling: bool | None = None,
+    prepared_instances: int | None = None,
 ) -> None:
     """Sets the process's engine settings; only before the first `Sandbox`."""
 
