@@ -1,9 +1,11 @@
 //! Throughput: W1 (`1 + 1`) runs per second with N runs in flight on one engine, for
 //! Python and JS, plus what each run costs the process (CPU split user/kernel, minor
-//! page faults) so that a miss can be explained.
+//! page faults) and the process's resident memory before and after each cell, so that a
+//! miss can be explained and growth over many runs is seen.
 //!
 //! `cargo bench -p wasmbox-benches --bench throughput [-- [python|js] [--concurrency N]
-//! [--seconds S]]` (defaults: both languages, concurrency 1, 2, 4 and 8, 5 s each).
+//! [--seconds S] [--runs N]]` (defaults: both languages, concurrency 1, 2, 4 and 8, 5 s
+//! each; `--runs` ends each cell after N runs instead, whatever the time).
 //! `WASMBOX_BENCH_POOLING=0` uses the on-demand instance allocator;
 //! `WASMBOX_BENCH_PREPARED=N` prepares N instances ahead per runtime instead of the
 //! default (`0`: every run instantiates inline).
@@ -34,19 +36,33 @@ fn usage() -> Usage {
     Usage { minor_faults: field(10), user: ticks(field(14)), system: ticks(field(15)) }
 }
 
+/// This process's resident set in MiB (`VmRSS` of /proc/self/status).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib / 1024.0
+}
+
 struct Args {
     languages: Vec<String>,
     concurrency: Vec<usize>,
     seconds: f64,
+    /// Ends each cell after this many runs instead of after `seconds`.
+    runs: Option<u64>,
 }
 
 fn args() -> Args {
-    let mut args = Args { languages: Vec::new(), concurrency: Vec::new(), seconds: 5.0 };
+    let mut args = Args { languages: Vec::new(), concurrency: Vec::new(), seconds: 5.0, runs: None };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--concurrency" => args.concurrency.push(it.next().and_then(|v| v.parse().ok()).expect("--concurrency N")),
             "--seconds" => args.seconds = it.next().and_then(|v| v.parse().ok()).expect("--seconds S"),
+            "--runs" => args.runs = Some(it.next().and_then(|v| v.parse().ok()).expect("--runs N")),
             "python" | "js" => args.languages.push(arg),
             _ => {} // `--bench` and other flags cargo passes
         }
@@ -75,13 +91,22 @@ fn main() {
     let engine = Engine::new(config).expect("engine");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let allocator = if pooling { "pooling" } else { "on-demand" };
+    let length = match args.runs {
+        Some(runs) => format!("{runs} runs"),
+        None => format!("{} s", args.seconds),
+    };
+    println!("W1 throughput, {allocator} allocator, {prepared_instances} prepared per runtime, {length} per cell");
     println!(
-        "W1 throughput, {allocator} allocator, {prepared_instances} prepared per runtime, {} s per cell",
-        args.seconds
-    );
-    println!(
-        "{:<7} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11}",
-        "guest", "in flight", "runs/s", "p50 ms", "p99 ms", "CPU ms/run", "kernel %", "faults/run"
+        "{:<7} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11} {:>17}",
+        "guest",
+        "in flight",
+        "runs/s",
+        "p50 ms",
+        "p99 ms",
+        "CPU ms/run",
+        "kernel %",
+        "faults/run",
+        "RSS MiB before>after"
     );
     for language in &args.languages {
         let (runtime, code) = match language.as_str() {
@@ -102,9 +127,13 @@ fn main() {
                     task.await.expect("warm-up run");
                 }
             });
-            let cell = measure(&rt, &sandbox, code, in_flight, Duration::from_secs_f64(args.seconds));
+            let end = match args.runs {
+                Some(runs) => End::Runs(runs),
+                None => End::After(Duration::from_secs_f64(args.seconds)),
+            };
+            let cell = measure(&rt, &sandbox, code, in_flight, end);
             println!(
-                "{:<7} {:>8} {:>9.0} {:>9.2} {:>9.2} {:>10.2} {:>9.0} {:>11.0}",
+                "{:<7} {:>8} {:>9.0} {:>9.2} {:>9.2} {:>10.2} {:>9.0} {:>11.0} {:>10.1}>{:.1}",
                 language,
                 in_flight,
                 cell.runs_per_s,
@@ -112,7 +141,9 @@ fn main() {
                 cell.p99_ms,
                 cell.cpu_ms_per_run,
                 cell.kernel_pct,
-                cell.faults_per_run
+                cell.faults_per_run,
+                cell.rss_before_mib,
+                cell.rss_after_mib
             );
         }
     }
@@ -125,17 +156,22 @@ struct Cell {
     cpu_ms_per_run: f64,
     kernel_pct: f64,
     faults_per_run: f64,
+    rss_before_mib: f64,
+    rss_after_mib: f64,
 }
 
-/// `in_flight` tasks each run W1 back to back until `duration` has passed.
-fn measure(
-    rt: &tokio::runtime::Runtime,
-    sandbox: &Sandbox,
-    code: &'static str,
-    in_flight: usize,
-    duration: Duration,
-) -> Cell {
+/// When a cell ends.
+#[derive(Clone, Copy)]
+enum End {
+    After(Duration),
+    Runs(u64),
+}
+
+/// `in_flight` tasks each run W1 back to back until the cell ends.
+fn measure(rt: &tokio::runtime::Runtime, sandbox: &Sandbox, code: &'static str, in_flight: usize, end: End) -> Cell {
+    // Runs claimed so far, for `End::Runs`.
     let runs = Arc::new(AtomicU64::new(0));
+    let rss_before_mib = rss_mib();
     let before = usage();
     let started = Instant::now();
     let latencies: Vec<Duration> = rt.block_on(async {
@@ -144,12 +180,19 @@ fn measure(
                 let (sandbox, runs) = (sandbox.clone(), Arc::clone(&runs));
                 tokio::spawn(async move {
                     let mut latencies = Vec::new();
-                    while started.elapsed() < duration {
+                    loop {
+                        let more = match end {
+                            End::After(duration) => started.elapsed() < duration,
+                            // Each task claims its run before making it, so the cell makes exactly N.
+                            End::Runs(total) => runs.fetch_add(1, Ordering::Relaxed) < total,
+                        };
+                        if !more {
+                            break;
+                        }
                         let t = Instant::now();
                         let outcome = sandbox.run(code).await;
                         latencies.push(t.elapsed());
                         assert!(outcome.is_ok(), "{outcome:?}");
-                        runs.fetch_add(1, Ordering::Relaxed);
                     }
                     latencies
                 })
@@ -163,9 +206,10 @@ fn measure(
     });
     let elapsed = started.elapsed();
     let after = usage();
+    let rss_after_mib = rss_mib();
     let mut latencies = latencies;
     latencies.sort();
-    let n = runs.load(Ordering::Relaxed).max(1) as f64;
+    let n = latencies.len().max(1) as f64;
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
     let (user, system) = ((after.user - before.user).as_secs_f64(), (after.system - before.system).as_secs_f64());
     Cell {
@@ -175,5 +219,7 @@ fn measure(
         cpu_ms_per_run: (user + system) * 1e3 / n,
         kernel_pct: if user + system > 0.0 { 100.0 * system / (user + system) } else { 0.0 },
         faults_per_run: (after.minor_faults - before.minor_faults) as f64 / n,
+        rss_before_mib,
+        rss_after_mib,
     }
 }
