@@ -6,8 +6,8 @@ and the `ToolError` family, and the run's value comes back as strict JSON text.
 
 Everything that can be done once (imports, classes, the event loop policy, stdio)
 happens at import time, because componentize-py snapshots the initialised interpreter:
-each run starts from that snapshot instead of paying for it again. (A warm-up run at
-import time was measured and gave nothing, so there is none.)
+each run starts from that snapshot instead of paying for it again, and so do a few
+warm-up runs (_warm_up).
 
 An exception escaping `Runner.run` traps the whole wasm instance, so `run` catches
 BaseException everywhere and answers with a typed `Err(RunError_...)` instead.
@@ -281,8 +281,12 @@ class _WriteAll(io.RawIOBase):
         return done
 
 
+# The streams _fix_stdio made, in the order stdout, stderr (None where it made none).
+_OWN_STDIO = [None, None]
+
+
 def _fix_stdio():
-    for name in ("stdout", "stderr"):
+    for index, name in enumerate(("stdout", "stderr")):
         stream = getattr(sys, name)
         if isinstance(getattr(stream, "buffer", None), io.FileIO):
             encoding, errors = stream.encoding, stream.errors
@@ -291,6 +295,7 @@ def _fix_stdio():
                                      errors=errors, write_through=True)
             setattr(sys, name, fixed)
             setattr(sys, "__%s__" % name, fixed)
+            _OWN_STDIO[index] = fixed
 
 
 _fix_stdio()
@@ -914,12 +919,13 @@ class _OutputTwice(BaseException):
 
 
 class _RunState:
-    __slots__ = ("has_output", "output", "violation")
+    __slots__ = ("has_output", "output", "violation", "last")
 
     def __init__(self):
         self.has_output = False
         self.output = None
         self.violation = None
+        self.last = None  # the value of a last line compiled apart (_compile_source)
 
 
 _state = _RunState()
@@ -1034,10 +1040,42 @@ def _syntax_error(exc, lines):
 _REWRITER_WORDS = re.compile("|".join(["await", "asyncio", *_TAKES_ANY_RECEIVER]))
 
 
+# Code that needs no rewriting is compiled from its source, without the tree: turning
+# the parser's tree into Python objects (ast.parse) and back (compile of a tree) cost far
+# more than compiling the text (docs/performance.md, "Session steps"). What the tree gave
+# besides the rewrite, the final expression's value, comes from compiling the last line
+# apart in "single" (interactive) mode, where an expression statement hands its value to
+# sys.displayhook. That needs the last line to be the whole last statement, which holds
+# when it starts a line at column 0 and the lines before it compile on their own: they
+# then leave no bracket, string, continuation or block open. Anything else, and code with
+# words the source path cannot honour, takes the tree.
+# - `async`: top-level `async for`/`async with` make the module a coroutine.
+# - `__future__`: its flags would apply to the lines before the last one only.
+# - `displayhook`: the last line runs with the capturing hook in place.
+_TREE_WORDS = re.compile("|".join(["async", "__future__", "displayhook", _REWRITER_WORDS.pattern]))
+# Statements that open a block: as the last line they cannot hold the value, and
+# "single" mode would call the hook for expressions in their body.
+_COMPOUND = frozenset(("if", "elif", "else", "while", "for", "try", "except", "finally",
+                       "with", "def", "class", "async", "match", "case"))
+_LAST_LINE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9(\[{'\"])")
+_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_BLANK = " \t\f\r\n"  # what the tokenizer skips: str.strip() would take U+00A0 and more
+_CO_COROUTINE = inspect.CO_COROUTINE
+
+
 def _compile(code, filename=_CODE_NAME, namespace=None):
-    tree = ast.parse(code, filename, "exec")
+    """The run's code as (body, last): `body` is run with exec, then `last`, if not None,
+    is run with the capturing displayhook (_run_last). Raises SyntaxError or ValueError."""
     # The parser reads identifiers NFKC-normalised (`ｇather` is `gather`); so does the test.
     text = code if code.isascii() else unicodedata.normalize("NFKC", code)
+    if _TREE_WORDS.search(text) is None:
+        try:
+            compiled = _compile_source(code, filename)
+        except (SyntaxError, ValueError):
+            compiled = None  # the tree's path reports it as before
+        if compiled is not None:
+            return compiled
+    tree = ast.parse(code, filename, "exec")
     rewrite = _REWRITER_WORDS.search(text) is not None
     if rewrite:
         tree = _Rewriter(tree, namespace).visit(tree)
@@ -1048,7 +1086,45 @@ def _compile(code, filename=_CODE_NAME, namespace=None):
         tree.body[-1] = ast.copy_location(ast.Assign(targets=[target], value=last.value), last)
     if rewrite:
         ast.fix_missing_locations(tree)  # the rewriter's new nodes; the two above have theirs
-    return compile(tree, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    return compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True), None
+
+
+def _compile_source(code, filename):
+    """_compile's answer from the source alone, or None where the tree is needed."""
+    if not code:  # a session's opening call, for one
+        return None, None
+    body = code.rstrip(_BLANK)
+    start = body.rfind("\n") + 1
+    last = body[start:]
+    word = _LAST_LINE.match(last)
+    if word is None or word.group() in _COMPOUND or ";" in last or last.endswith("\\"):
+        if not body:
+            return compile(code, filename, "exec", flags=_FLAGS, dont_inherit=True), None
+        return None
+    # The last line keeps its line number; it starts at column 0, so its columns are right.
+    last_code = compile("\n" * body.count("\n", 0, start) + last, filename, "single",
+                        flags=_FLAGS, dont_inherit=True)
+    if "__annotate__" in last_code.co_names:
+        return None  # its annotations would replace, not join, those of the lines before
+    head = body[:start]
+    if not head.strip(_BLANK):
+        return None, last_code
+    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), last_code
+
+
+def _capture_last(value):
+    _state.last = value
+
+
+def _run_last(code, namespace):
+    """Runs a last line compiled in "single" mode: the value of an expression statement
+    reaches sys.displayhook, which keeps it instead of printing it."""
+    saved = sys.displayhook
+    sys.displayhook = _capture_last
+    try:
+        exec(code, namespace)
+    finally:
+        sys.displayhook = saved
 
 
 def _fresh_module(input_value):
@@ -1057,21 +1133,26 @@ def _fresh_module(input_value):
     return module
 
 
+# The names a run's code sees, in this order; INPUT is each run's own.
+_NAMES = {
+    "__builtins__": builtins,
+    "tools": TOOLS,
+    "output": output,
+    "INPUT": None,
+    "list_tools": list_tools,
+    _H_AWAIT: _awaitable,
+    _H_AWAITS: _awaitables,
+    _H_ACALL: _acall,
+    **{cls.__name__: cls for cls in _TOOL_ERRORS},
+}
+
+
 def _give_names(module, input_value):
     """Puts the names a run's code sees into `module`: every step of a session again,
     since code may have rebound them."""
-    module.__dict__.update({
-        "__builtins__": builtins,
-        "tools": TOOLS,
-        "output": output,
-        "INPUT": input_value,
-        "list_tools": list_tools,
-        _H_AWAIT: _awaitable,
-        _H_AWAITS: _awaitables,
-        _H_ACALL: _acall,
-    })
-    for cls in _TOOL_ERRORS:
-        module.__dict__[cls.__name__] = cls
+    namespace = module.__dict__
+    namespace.update(_NAMES)
+    namespace["INPUT"] = input_value
 
 
 # ---------------------------------------------------------------------- sessions
@@ -1088,32 +1169,37 @@ _session_module = None
 _MAX_KEPT_STEPS = 100
 _MAX_KEPT_CHARS = 4 << 20
 _kept_steps = []
+_kept_chars = 0  # the sizes in _kept_steps, summed
 
 
 def _keep_source(filename, code, lines):
+    global _kept_chars
     # mtime None keeps linecache.checkcache from dropping it.
     linecache.cache[filename] = (len(code), None, lines, filename)
     _kept_steps.append((filename, len(code)))
-    total = sum(size for _, size in _kept_steps)
-    while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or total > _MAX_KEPT_CHARS):
+    _kept_chars += len(code)
+    while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS):
         old, size = _kept_steps.pop(0)
         linecache.cache.pop(old, None)
-        total -= size
+        _kept_chars -= size
 
 
 def _drop_current_loop():
     # A loop left by asyncio.get_event_loop()/new_event_loop() must not outlive its run.
+    # Most runs leave none, and then there is nothing to do.
     loop = getattr(getattr(_POLICY, "_local", None), "_loop", None)
-    if loop is not None and not loop.is_running() and not loop.is_closed():
-        loop.close()
-    _POLICY.set_event_loop(None)
+    if loop is not None:
+        try:
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
+        finally:
+            _POLICY.set_event_loop(None)  # so the next run starts without it
 
 
 def _execute(code, input_json):
     """One run. Returns the JSON text of its value or raises _Failure(variant)."""
     global _state, _calls, _session_module
     _state = _RunState()
-    _POLICY.set_event_loop(None)
     if _STARTED:  # an earlier step's calls, which its loop never awaited
         _STARTED.clear()
     _calls += 1
@@ -1131,7 +1217,7 @@ def _execute(code, input_json):
     module = _session_module
     filename = _STEP_NAME % step if step else _CODE_NAME
     try:
-        code_obj = _compile(code, filename, module and module.__dict__)
+        body, last = _compile(code, filename, module and module.__dict__)
     except (SyntaxError, ValueError) as e:  # ValueError: e.g. NUL bytes on older Pythons
         raise _Failure(RunError_Syntax(_syntax_error(e, lines)))
 
@@ -1148,10 +1234,14 @@ def _execute(code, input_json):
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = module
     try:
-        if code_obj.co_flags & inspect.CO_COROUTINE:  # top-level await
-            asyncio.run(eval(code_obj, module.__dict__))
+        if body is None:
+            pass
+        elif body.co_flags & _CO_COROUTINE:  # top-level await
+            asyncio.run(eval(body, module.__dict__))
         else:
-            exec(code_obj, module.__dict__)
+            exec(body, module.__dict__)
+        if last is not None:
+            _run_last(last, module.__dict__)
     except BaseException as e:
         if _state.violation is None:
             raise _Failure(RunError_Exception(_guest_exception(e)))
@@ -1164,7 +1254,14 @@ def _execute(code, input_json):
     if _state.violation is not None:  # latched: guest code may have swallowed it
         raise _Failure(RunError_Contract(_state.violation))
 
-    value = _state.output if _state.has_output else module.__dict__.get(_H_LAST)
+    if _state.has_output:
+        value = _state.output
+    elif last is not None:
+        value = _state.last
+    else:
+        value = module.__dict__.get(_H_LAST)
+    if value is None:
+        return "null"
     text, problem = _to_json(value)
     if problem:
         raise _Failure(RunError_Contract(_clean("result is not JSON: %s" % problem[0])))
@@ -1173,11 +1270,23 @@ def _execute(code, input_json):
 
 def _flush_stdio():
     # The host reads stdout/stderr from pipes after the run; buffered text must be out.
-    seen = []
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        if stream is None or any(stream is s for s in seen):
-            continue
-        seen.append(stream)
+    # The streams _fix_stdio made hold nothing back (write-through over a raw stream that
+    # writes everything), so while they are in place, unchanged, there is nothing to do.
+    out, err, out0, err0 = sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__
+    if (out is _OWN_STDIO[0] and err is _OWN_STDIO[1] and out0 is out and err0 is err
+            and out.write_through and err.write_through):  # reconfigure() could change it
+        return
+    _flush(out)
+    if err is not out:
+        _flush(err)
+    if out0 is not out and out0 is not err:
+        _flush(out0)
+    if err0 is not out and err0 is not err and err0 is not out0:
+        _flush(err0)
+
+
+def _flush(stream):
+    if stream is not None:
         try:
             stream.flush()
         except BaseException:
@@ -1214,6 +1323,28 @@ class Runner(exports.Runner):
             raise Err(failure)
         return return_value
 
+
+# A few runs at build time, so that the snapshot holds the runner's code as running made
+# it (CPython specialises bytecode as it runs it, and fills its caches) instead of every
+# fresh instance doing that again: 9% of a W1 run's fuel (docs/performance.md, "Session
+# steps"). What a run leaves behind is then put back as a fresh instance has it.
+def _warm_up():
+    global _calls, _session_module, _state, _kept_chars
+    for code in ("", "1 + 1", "x = 1", "x = 2\nx"):  # a run, then steps of a session
+        try:
+            Runner().run(code, "null")
+        except Err as e:
+            raise ImportError("the build's warm-up run of %r failed: %r" % (code, e.value)) from None
+    for name in [_CODE_NAME] + [name for name, _ in _kept_steps]:
+        linecache.cache.pop(name, None)
+    _kept_steps.clear()
+    _kept_chars = 0
+    _calls = 0
+    _session_module = None
+    _state = _RunState()
+
+
+_warm_up()
 
 # Last, after every import: move the snapshot's objects out of the cyclic collector's
 # way. They live as long as the instance anyway, but a full collection in a run walked

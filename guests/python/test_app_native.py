@@ -317,6 +317,92 @@ class Values(Base):
             self.assertEqual(self.ok("import %s\n%s.__name__" % (name, name)), name)
 
 
+class SourcePath(Base):
+    """Code without words that need the tree is compiled from its source (app._compile_source):
+    the same values, errors and warnings as through the tree."""
+
+    def assertSourcePath(self, code, taken=True):
+        self.assertIsNone(app._TREE_WORDS.search(code), code)
+        try:
+            compiled = app._compile_source(code, "<code>")
+        except SyntaxError:
+            compiled = None
+        self.assertEqual(compiled is not None, taken, code)
+
+    def test_values_as_through_the_tree(self):
+        cases = [
+            ("x = 2\nx * 21", 42, True), ("1 + 1", 2, True), ("x = [\n1,\n2]\nx", [1, 2], True),
+            ("'doc'", "doc", True), ("'a'\n__doc__", "a", True), ("None", None, True),
+            ("x = 1", None, True), ("pass\n\n\n", None, True), ("print('hi')", None, True),
+            ("t = tools.add(a=1, b=2)\nt * 2", 6, True), ("x = 1\r\nx + 1", 2, True),
+            ("output(3)\n4", 3, True), ("", None, True), ("  \n", None, True),
+            ("b = 1\n*a, b = [1, 2, 3]\nb", 3, True), ("lambda: 0\n(lambda: 5)()", 5, True),
+            ("try:\n    1/0\nexcept ZeroDivisionError:\n    pass\n'ok'", "ok", True),
+            ("x = 1 \\\n+ 2\nx", 3, True),
+            # the last line is not the whole last statement, or opens a block: the tree
+            ("x = (1,\n2)", None, False), ('s = """\n' + "'''" + '"""#' + "'''", None, False),
+            ("if True:\n    5", None, False), ("for i in range(3): i", None, False),
+            ("1;2", 2, False), ("x = 1 \\\n+ 2", None, False),
+            ("x = 1\n# done", None, False), ("-1", -1, False), ("match = 5\nmatch", 5, False),
+            # an annotation on the last line: since 3.14 (lazy annotations) its own would
+            # replace those before it
+            ("x: int = 1\ny: str = 'a'", None, sys.version_info < (3, 14)),
+        ]
+        for code, value, taken in cases:
+            self.assertSourcePath(code, taken)
+            self.assertEqual(self.ok(code), value, code)
+
+    def test_a_last_annotation_joins_the_ones_before(self):
+        code = "x: int = 1\ny: str = 'a'\nimport sys\nsorted(sys.modules['__main__'].__annotations__)"
+        self.assertEqual(self.ok(code), ["x", "y"])
+        fresh_instance()
+        run("")
+        run("x: int = 1\ny: str = 'a'", fresh=False)
+        self.assertEqual(run("import sys\nsorted(sys.modules['__main__'].__annotations__)", fresh=False)[1],
+                         ["x", "y"])
+
+    def test_errors_as_through_the_tree(self):
+        r = run("x = 1\ny = = 2")
+        self.assertEqual(r[0], "RunError_Syntax")
+        self.assertIn('File "<code>", line 2\n    y = = 2\n', r[1].traceback)
+        r = run("yield 1")
+        self.assertEqual(r[0], "RunError_Syntax")
+        self.assertIn("'yield' outside function", r[1].message)
+        for code in ("1\xa0", "\xa0\n1", "1\n\x1c"):  # Unicode spaces the tokenizer refuses
+            self.assertEqual(run(code)[0], "RunError_Syntax", repr(code))
+        e = self.exc("x = 1\n\n1/0", "ZeroDivisionError")
+        self.assertIn('File "<code>", line 3, in <module>\n    1/0', e.traceback)
+
+    def test_the_displayhook_is_the_codes_own_before_and_after(self):
+        hook = sys.displayhook
+        self.exc("1/0", "ZeroDivisionError")
+        self.assertIs(sys.displayhook, hook)
+        seen = []
+        try:
+            fresh_instance()
+            run("")
+            app._session_module.__dict__["seen"] = seen
+            run("import sys\nsys.displayhook = seen.append", fresh=False)
+            self.assertEqual(run("7", fresh=False)[1], 7)
+            self.assertEqual(seen, [])
+            self.assertEqual(run("import sys\nsys.displayhook.__self__ is seen", fresh=False)[1], True)
+        finally:
+            sys.displayhook = hook
+
+    def test_each_syntax_warning_once(self):
+        import warnings
+        for code in ("x = '\\d'\nx", "'\\d'", "y = '\\d'", "x = 1\n1 is 1"):
+            self.assertSourcePath(code)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                compile(code, "<code>", "exec")
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                self.ok(code)
+            self.assertEqual([str(w.message) for w in got], [str(w.message) for w in caught], code)
+            self.assertEqual(len(got), 1, code)
+
+
 class StrictJson(Base):
     def test_paths_and_types(self):
         cases = [
@@ -772,6 +858,16 @@ class SessionTests(Base):
             self.step("pass")
         self.assertEqual(len(app._kept_steps), app._MAX_KEPT_STEPS)
         self.assertNotIn("<code-1>", app.linecache.cache)
+
+    def test_the_build_warm_up_leaves_a_fresh_instance(self):
+        main, hook = sys.modules.get("__main__"), sys.displayhook
+        app._warm_up()
+        self.assertEqual((app._calls, app._session_module, app._kept_steps, app._kept_chars), (0, None, [], 0))
+        self.assertEqual([name for name in app.linecache.cache if name.startswith("<code")], [])
+        self.assertIs(sys.modules.get("__main__"), main)
+        self.assertIs(sys.displayhook, hook)
+        self.assertFalse(app._state.has_output)
+        self.assertEqual(run("import sys\nsys._getframe().f_code.co_filename", fresh=False)[1], "<code>")
 
     def tearDown(self):
         fresh_instance()
