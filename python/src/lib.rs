@@ -20,6 +20,7 @@ mod convert;
 mod exit_guard;
 mod files;
 mod live_output;
+mod loop_completions;
 mod outcome;
 mod session;
 mod tools;
@@ -34,6 +35,7 @@ use serde_json::Value;
 use wasmbox::{CancelToken, Engine, EngineConfig, Isolation, Limits, RunRequest, Runtime, Sandbox, Scope, Tools};
 
 use live_output::PyOutputSink;
+use loop_completions::Done;
 use outcome::PyOutcome;
 use tools::{ToolSpec, RUN_LOOP};
 
@@ -270,35 +272,34 @@ impl NativeSandbox {
     }
 
     /// Starts `code` on the package's tokio threads and returns a handle at once;
-    /// `on_output(stream, text)` is called as the guest writes, and `on_done(outcome)`
-    /// when the run ends, both with the GIL, from threads of the package's. Async tools
-    /// run on `event_loop`. `files` as for `run`.
+    /// `on_output(stream, text)` is called as the guest writes, from threads of the
+    /// package's. The outcome goes to `on_done`: a callable, called with it (and the GIL)
+    /// from one of those threads, or `(LoopCompletions, future)`, whose future the loop
+    /// settles with it (src/loop_completions.rs). Async tools run on `event_loop`. `files`
+    /// as for `run`.
     #[pyo3(signature = (code, input, event_loop, on_done, on_output=None, files=None))]
     fn start(
         &self,
         code: String,
         input: &Bound<'_, PyAny>,
         event_loop: Py<PyAny>,
-        on_done: Py<PyAny>,
+        on_done: Bound<'_, PyAny>,
         on_output: Option<Py<PyAny>>,
         files: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<RunHandle> {
         let input = convert::from_py(input)?;
         let files = files::input_files(files)?;
+        let done = Done::from_py(on_done)?;
         let token = CancelToken::new();
         let sandbox = Arc::clone(&self.sandbox);
         let (request, sink) = request(code, input, token.clone(), on_output);
         let request = request.files(files);
         tokio_runtime().spawn(async move {
+            let event_loop = Arc::new(event_loop);
             let run = sandbox.run_with(request);
-            let outcome = RUN_LOOP.scope(Arc::new(event_loop), run).await;
+            let outcome = RUN_LOOP.scope(Arc::clone(&event_loop), run).await;
             drop(FinishOutput(sink));
-            exit_guard::attach(|py| {
-                let outcome = PyOutcome::new(outcome);
-                if let Err(err) = on_done.call1(py, (outcome,)) {
-                    err.write_unraisable(py, None);
-                }
-            });
+            done.finish(outcome, event_loop);
         });
         Ok(RunHandle { token })
     }
@@ -413,6 +414,7 @@ fn guest_versions(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<NativeSandbox>()?;
     module.add_class::<RunHandle>()?;
+    module.add_class::<loop_completions::LoopCompletions>()?;
     module.add_class::<session::NativeSession>()?;
     module.add_class::<PyOutcome>()?;
     module.add_class::<outcome::PyErrorDetail>()?;

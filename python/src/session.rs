@@ -18,9 +18,10 @@ use pyo3::types::PyType;
 use wasmbox::{CancelToken, Sandbox, Session, SessionConfig, SessionError, Status};
 
 use crate::blocking::drive;
+use crate::loop_completions::Done;
 use crate::outcome::PyOutcome;
 use crate::tools::RUN_LOOP;
-use crate::{convert, exit_guard, tokio_runtime, FinishOutput, NativeSandbox, RunHandle};
+use crate::{convert, tokio_runtime, FinishOutput, NativeSandbox, RunHandle};
 
 /// A session of a `NativeSandbox`, made by `wasmbox.Sandbox.session`.
 #[pyclass(frozen, module = "wasmbox._native")]
@@ -133,8 +134,8 @@ impl NativeSession {
     }
 
     /// Starts `code` as the next step on the package's tokio threads and returns a
-    /// handle at once; `on_output(stream, text)` is called as the guest writes and
-    /// `on_done(outcome)` when the step ends, both with the GIL. Async tools run on
+    /// handle at once; `on_output(stream, text)` is called as the guest writes, and the
+    /// outcome goes to `on_done` as for `NativeSandbox.start`. Async tools run on
     /// `event_loop`.
     #[pyo3(signature = (code, input, event_loop, on_done, on_output=None))]
     fn start(
@@ -143,10 +144,11 @@ impl NativeSession {
         code: String,
         input: &Bound<'_, PyAny>,
         event_loop: Py<PyAny>,
-        on_done: Py<PyAny>,
+        on_done: Bound<'_, PyAny>,
         on_output: Option<Py<PyAny>>,
     ) -> PyResult<RunHandle> {
         let input = convert::from_py(input)?;
+        let done = Done::from_py(on_done)?;
         let busy = Busy::take(py, &self.busy)?;
         // The token first: a close() from here on either finds the session gone below
         // or cancels this step.
@@ -154,18 +156,14 @@ impl NativeSession {
         let session = self.open_session(py)?;
         let (request, sink) = crate::request(code, input, token.clone(), on_output);
         tokio_runtime().spawn(async move {
+            let event_loop = Arc::new(event_loop);
             let step = session.run_with(request);
-            let outcome = RUN_LOOP.scope(Arc::new(event_loop), step).await;
+            let outcome = RUN_LOOP.scope(Arc::clone(&event_loop), step).await;
             drop(FinishOutput(sink));
             // Free before the caller hears of the outcome, so that its next step can start.
             drop(busy);
             drop(session);
-            exit_guard::attach(|py| {
-                let outcome = PyOutcome::new(outcome);
-                if let Err(err) = on_done.call1(py, (outcome,)) {
-                    err.write_unraisable(py, None);
-                }
-            });
+            done.finish(outcome, event_loop);
         });
         Ok(RunHandle { token })
     }

@@ -9,12 +9,17 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import pytest
 
 import wasmbox
 from wasmbox import Limits, Sandbox, Status
+
+
+T = TypeVar("T")
 
 
 def add(a: int, b: int) -> int:
@@ -26,7 +31,29 @@ async def double(n: int) -> int:
     return n * 2
 
 
-def test_100_concurrent_runs_from_asyncio() -> None:
+class _LoopWithoutReaders(asyncio.SelectorEventLoop):
+    """A loop that cannot watch a descriptor, as Windows' ProactorEventLoop cannot."""
+
+    def add_reader(self, *args: object) -> None:
+        raise NotImplementedError
+
+
+# The tests marked `@loops` run on both ways an outcome reaches the loop (src/loop_completions.rs).
+loops = pytest.mark.parametrize(
+    "new_loop", [asyncio.new_event_loop, _LoopWithoutReaders], ids=["add_reader", "call_soon_threadsafe"]
+)
+
+
+def run_on(new_loop: Callable[[], asyncio.AbstractEventLoop], main: Awaitable[T]) -> T:
+    loop = new_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        loop.close()
+
+
+@loops
+def test_100_concurrent_runs_from_asyncio(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
     python = Sandbox("python", tools=[add, double], scope="all")
     js = Sandbox("javascript", tools=[add, double], scope="all")
 
@@ -39,10 +66,26 @@ def test_100_concurrent_runs_from_asyncio() -> None:
                 runs.append(js.run_async("return await tools.add({a: INPUT, b: await tools.double({n: INPUT})})", i))
         return await asyncio.gather(*runs)
 
-    outcomes = asyncio.run(main())
+    outcomes = run_on(new_loop, main())
     assert [o.status for o in outcomes] == [Status.OK] * 100, [o for o in outcomes if not o.is_ok()][:3]
     assert [o.value for o in outcomes] == [3 * i for i in range(100)]
     assert len({o.run_id for o in outcomes}) == 100
+
+
+def test_runs_from_loops_on_many_threads() -> None:
+    # Each loop has its own completion queue; every outcome reaches its own loop.
+    sandbox = Sandbox(tools=[add, double], scope="all")
+
+    def one_loop(offset: int) -> list[object]:
+        async def main() -> list[wasmbox.Outcome]:
+            runs = (sandbox.run_async("tools.add(a=INPUT, b=await tools.double(n=INPUT))", offset + i) for i in range(10))
+            return await asyncio.gather(*runs)
+
+        return [o.value for o in asyncio.run(main())]
+
+    with ThreadPoolExecutor(4) as pool:
+        values = list(pool.map(one_loop, range(0, 80, 10)))
+    assert values == [[3 * (offset + i) for i in range(10)] for offset in range(0, 80, 10)]
 
 
 def test_runs_from_many_threads() -> None:
@@ -82,7 +125,8 @@ def test_blocking_tools_do_not_block_other_runs() -> None:
     assert [o.value for o in released] == ["released"] * count
 
 
-def test_cancelling_the_task_cancels_the_run() -> None:
+@loops
+def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
     started = threading.Event()
     cancelled = threading.Event()
 
@@ -107,7 +151,7 @@ def test_cancelling_the_task_cancels_the_run() -> None:
         # the cancellation both would wait for an hour.
         assert await asyncio.get_running_loop().run_in_executor(None, cancelled.wait, 30)
 
-    asyncio.run(main())
+    run_on(new_loop, main())
     assert Sandbox().run("1 + 1").value == 2
 
 

@@ -97,6 +97,18 @@ class RunHandle:
     def cancel(self) -> None: ...
 
 @final
+class LoopCompletions:
+    """One loop's queue of finished runs (src/loop_completions.rs): the loop watches
+    ``fileno()`` with ``add_reader`` and calls the object, which settles the runs'
+    futures. Raises ``NotImplementedError`` where there is no socket pair (Windows)."""
+
+    def __init__(self) -> None: ...
+    def fileno(self) -> int: ...
+    def __call__(self) -> None: ...
+
+OnDone = Callable[[Outcome], None] | tuple[LoopCompletions, asyncio.Future[Outcome]]
+
+@final
 class NativeSandbox:
     def __init__(
         self,
@@ -119,7 +131,7 @@ class NativeSandbox:
         code: str,
         input: Any,
         event_loop: asyncio.AbstractEventLoop,
-        on_done: Callable[[Outcome], None],
+        on_done: OnDone,
         on_output: Callable[[str, str], Any] | None = None,
         files: Mapping[str, bytes | bytearray | memoryview | str] | None = None,
     ) -> RunHandle: ...
@@ -139,7 +151,7 @@ class NativeSession:
         code: str,
         input: Any,
         event_loop: asyncio.AbstractEventLoop,
-        on_done: Callable[[Outcome], None],
+        on_done: OnDone,
         on_output: Callable[[str, str], Any] | None = None,
     ) -> RunHandle: ...
     def reset(self) -> None: ...
