@@ -25,6 +25,8 @@ def _completions_of(loop: asyncio.AbstractEventLoop) -> LoopCompletions | None:
         return _completions[loop]
     except KeyError:
         pass
+    except TypeError:
+        return None  # a loop that cannot be weakly referenced: call_soon_threadsafe
     completions: LoopCompletions | None
     try:
         completions = LoopCompletions()
