@@ -70,8 +70,11 @@ fn main() -> Result<()> {
         "python-guest" => python_guest::command(&root, &invoked_from, &std::env::args().skip(2).collect::<Vec<_>>()),
         // Only the Python package's step of `test`, after the test build that makes the
         // extension and the CLI it uses.
-        // The same test build as `test`'s (flags and wrapper), so neither rebuilds the other.
-        "python" => run(linted(cargo()).args(["test", "--workspace", "--all-targets", "--no-run", "--quiet"]))
+        // The same test build as `test`'s (flags and wrapper), so neither rebuilds the other;
+        // its default targets, as `test`'s `cargo test --workspace` runs them, because that
+        // is what builds the examples (the extension among them) as examples: with
+        // `--all-targets` they are built as tests, and the `.so` packed would be stale.
+        "python" => run(linted(cargo()).args(["test", "--workspace", "--no-run", "--quiet"]))
             .and_then(|()| python_package::test(&root, &root.join("target/debug/wasmbox"))),
         _ => bail!("usage: cargo xtask <setup|guests|demo|test|cross-check|fuzz-smoke|python|python-guest|docker-image [BINARY]>"),
     }
