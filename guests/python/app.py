@@ -1047,8 +1047,11 @@ _REWRITER_WORDS = re.compile("|".join(["await", "asyncio", *_TAKES_ANY_RECEIVER]
 # apart in "single" (interactive) mode, where an expression statement hands its value to
 # sys.displayhook. That needs the last line to be the whole last statement, which holds
 # when it starts a line at column 0 and the lines before it compile on their own: they
-# then leave no bracket, string, continuation or block open. Anything else, and code with
-# words the source path cannot honour, takes the tree.
+# then leave no bracket, string, continuation or block open. Code that ends in a block
+# (its last line indented) has no value when its last line at column 0 opens the block:
+# that statement, from there on, is compiled apart in the same way, and run after the
+# lines before it. Anything else, and code with words the source path cannot honour,
+# takes the tree.
 # - `async`: top-level `async for`/`async with` make the module a coroutine.
 # - `__future__`: its flags would apply to the lines before the last one only.
 # - `displayhook`: the last line runs with the capturing hook in place.
@@ -1057,6 +1060,8 @@ _TREE_WORDS = re.compile("|".join(["async", "__future__", "displayhook", _REWRIT
 # "single" mode would call the hook for expressions in their body.
 _COMPOUND = frozenset(("if", "elif", "else", "while", "for", "try", "except", "finally",
                        "with", "def", "class", "async", "match", "case"))
+# Keywords that can only start a compound statement (`match` is a name elsewhere).
+_BLOCKS = frozenset(("if", "while", "for", "try", "with", "def", "class"))
 _LAST_LINE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9(\[{'\"])")
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _BLANK = " \t\f\r\n"  # what the tokenizer skips: str.strip() would take U+00A0 and more
@@ -1064,8 +1069,9 @@ _CO_COROUTINE = inspect.CO_COROUTINE
 
 
 def _compile(code, filename=_CODE_NAME, namespace=None):
-    """The run's code as (body, last): `body` is run with exec, then `last`, if not None,
-    is run with the capturing displayhook (_run_last). Raises SyntaxError or ValueError."""
+    """The run's code as (body, more, last), each a code object or None: `body` and then
+    `more` are run with exec, then `last` with the capturing displayhook (_run_last).
+    Raises SyntaxError or ValueError."""
     # The parser reads identifiers NFKC-normalised (`ｇather` is `gather`); so does the test.
     text = code if code.isascii() else unicodedata.normalize("NFKC", code)
     if _TREE_WORDS.search(text) is None:
@@ -1086,20 +1092,22 @@ def _compile(code, filename=_CODE_NAME, namespace=None):
         tree.body[-1] = ast.copy_location(ast.Assign(targets=[target], value=last.value), last)
     if rewrite:
         ast.fix_missing_locations(tree)  # the rewriter's new nodes; the two above have theirs
-    return compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True), None
+    return compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None
 
 
 def _compile_source(code, filename):
     """_compile's answer from the source alone, or None where the tree is needed."""
     if not code:  # a session's opening call, for one
-        return None, None
+        return None, None, None
     body = code.rstrip(_BLANK)
     start = body.rfind("\n") + 1
     last = body[start:]
+    if last[:1] in (" ", "\t", "#"):
+        return _compile_block_end(body, start, filename)
     word = _LAST_LINE.match(last)
     if word is None or word.group() in _COMPOUND or ";" in last or last.endswith("\\"):
         if not body:
-            return compile(code, filename, "exec", flags=_FLAGS, dont_inherit=True), None
+            return compile(code, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None
         return None
     # The last line keeps its line number; it starts at column 0, so its columns are right.
     last_code = compile("\n" * body.count("\n", 0, start) + last, filename, "single",
@@ -1108,8 +1116,30 @@ def _compile_source(code, filename):
         return None  # its annotations would replace, not join, those of the lines before
     head = body[:start]
     if not head.strip(_BLANK):
-        return None, last_code
-    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), last_code
+        return None, None, last_code
+    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), None, last_code
+
+
+def _compile_block_end(body, start, filename):
+    """_compile_source for code whose last line (starting at `start`) is indented or a
+    comment."""
+    while True:  # back to the last line at column 0 that is not blank or a comment
+        if start == 0:
+            return None  # nothing at column 0: the tree reports the error
+        start = body.rfind("\n", 0, start - 1) + 1
+        if body[start] not in " \t\f\r\n#":
+            break
+    word = _LAST_LINE.match(body, start)
+    if word is None or word.group() not in _BLOCKS:
+        return None
+    rest = compile("\n" * body.count("\n", 0, start) + body[start:], filename, "exec",
+                   flags=_FLAGS, dont_inherit=True)
+    if "__annotate__" in rest.co_names:
+        return None  # as for a last line
+    head = body[:start]
+    if not head.strip(_BLANK):
+        return rest, None, None
+    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), rest, None
 
 
 def _capture_last(value):
@@ -1217,7 +1247,7 @@ def _execute(code, input_json):
     module = _session_module
     filename = _STEP_NAME % step if step else _CODE_NAME
     try:
-        body, last = _compile(code, filename, module and module.__dict__)
+        body, more, last = _compile(code, filename, module and module.__dict__)
     except (SyntaxError, ValueError) as e:  # ValueError: e.g. NUL bytes on older Pythons
         raise _Failure(RunError_Syntax(_syntax_error(e, lines)))
 
@@ -1240,6 +1270,8 @@ def _execute(code, input_json):
             asyncio.run(eval(body, module.__dict__))
         else:
             exec(body, module.__dict__)
+        if more is not None:
+            exec(more, module.__dict__)
         if last is not None:
             _run_last(last, module.__dict__)
     except BaseException as e:

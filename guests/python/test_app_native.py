@@ -341,9 +341,9 @@ class SourcePath(Base):
             ("x = 1 \\\n+ 2\nx", 3, True),
             # the last line is not the whole last statement, or opens a block: the tree
             ("x = (1,\n2)", None, False), ('s = """\n' + "'''" + '"""#' + "'''", None, False),
-            ("if True:\n    5", None, False), ("for i in range(3): i", None, False),
+            ("if True:\n    5", None, True), ("for i in range(3): i", None, False),
             ("1;2", 2, False), ("x = 1 \\\n+ 2", None, False),
-            ("x = 1\n# done", None, False), ("-1", -1, False), ("match = 5\nmatch", 5, False),
+            ("x = 1\n# done", None, False), ("x = 1\nx\n# done", 1, False), ("-1", -1, False), ("match = 5\nmatch", 5, False),
             # an annotation on the last line: since 3.14 (lazy annotations) its own would
             # replace those before it
             ("x: int = 1\ny: str = 'a'", None, sys.version_info < (3, 14)),
@@ -351,6 +351,28 @@ class SourcePath(Base):
         for code, value, taken in cases:
             self.assertSourcePath(code, taken)
             self.assertEqual(self.ok(code), value, code)
+
+    def test_code_that_ends_in_a_block(self):
+        cases = [
+            ("def square(n):\n    return n * n\n", True), ("x = 1\nfor i in range(3):\n    x += i\n", True),
+            ("class C:\n    a: int = 1\n\n    # end\n", True), ("x = 0\nwhile x < 3:\n    x += 1", True),
+            ("x = 1\nif x:\n    y = 2\n# done\n", True), ("try:\n    z = 1\nexcept Exception:\n    pass", False),
+            ("@staticmethod\ndef f():\n    pass", False), ("if 0:\n    a = 1\nelse:\n    a = 2", False),
+            ("def f():\n    s = '''\nfor x in y:\n    '''\n    return s", False),
+            ("x = [\n    1]", False),
+        ]
+        for code, taken in cases:
+            self.assertSourcePath(code, taken)
+            self.assertEqual(self.ok(code), None, code)
+        fresh_instance()
+        run("")
+        run("x = 1\nfor i in range(4):\n    x += i\ndef f():\n    return x", fresh=False)
+        self.assertEqual(run("f()", fresh=False)[1], 7)
+        e = self.exc("x = 1\nfor i in range(3):\n    y = 1 / (i - 1)", "ZeroDivisionError")
+        self.assertIn('File "<code>", line 3, in <module>\n    y = 1 / (i - 1)', e.traceback)
+        self.assertEqual(run("x = 1\nfor i in range(3):\n    y = = 1")[0], "RunError_Syntax")
+        self.assertSourcePath("    x = 1", False)
+        self.assertEqual(run("    x = 1")[1].kind, "IndentationError")
 
     def test_a_last_annotation_joins_the_ones_before(self):
         code = "x: int = 1\ny: str = 'a'\nimport sys\nsorted(sys.modules['__main__'].__annotations__)"
