@@ -1297,18 +1297,34 @@ export function makeConsole(write) {
  *
  * A callback that throws fails the run (as an uncaught exception does in node) instead
  * of reaching StarlingMonkey's event loop, which would trap the instance.
+ *
+ * One set for the runner, the same functions in every run (see createRunner's globals):
+ * `run()` names the run in progress, and a timer reports to the run that set it,
+ * `onError(run, e)` and `wake(run)`, or to nobody once that run has ended (clearAll
+ * clears a run's timers when it ends).
  */
-function makeTimers(real, onError, wake) {
+function makeTimers(real, run, onError, wake) {
   const active = new Map(); // timer id -> when it is next due (Date.now() time)
-  const guard = (cb, args, id, once, delay) => () => {
-    if (once) active.delete(id.value);
-    else active.set(id.value, Date.now() + delay);
-    try {
-      cb(...args);
-    } catch (e) {
-      onError(e);
-    }
-    wake();
+  const guard = (cb, args, id, once, delay) => {
+    const owner = run();
+    return () => {
+      if (owner !== run()) { // a straggler of an ended run: its callback runs, as it would have
+        try {
+          cb(...args);
+        } catch {
+          // that run has ended: there is no one left to fail
+        }
+        return;
+      }
+      if (once) active.delete(id.value);
+      else active.set(id.value, Date.now() + delay);
+      try {
+        cb(...args);
+      } catch (e) {
+        onError(owner, e);
+      }
+      wake(owner);
+    };
   };
   const check = (cb) => {
     if (typeof cb !== 'function') {
@@ -1319,7 +1335,7 @@ function makeTimers(real, onError, wake) {
     if (active.delete(id)) {
       real.clearTimeout(id);
       real.clearInterval(id);
-      wake();
+      wake(run());
     }
   };
   return {
@@ -1391,6 +1407,28 @@ const TIMER_NAMES = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval
 export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS, modules = {} }) {
   let current = null; // the state of the run in progress
   let calls = 0; // after the first, every call is a session's step ("session steps")
+  // The driver's zero-delay tick: one of the engine's timers, which then calls `onTick`,
+  // the driver of the run in progress (null between runs). One for the runner, not one
+  // per run: a run whose promise settles in its microtasks (most of them) ends with its
+  // tick still pending, and StarlingMonkey keeps every pending timer, with its callback
+  // and all that callback reaches, until an event-loop turn runs it, which a session's
+  // next steps may never take. A tick per run left each step's whole state behind (a
+  // session's memory grew ~5 KiB a step; docs/performance.md, "Session steps"). A tick
+  // left over from an earlier run serves the next run that asks for one.
+  let tickPending = false;
+  let onTick = null;
+  const tick = () => {
+    tickPending = false;
+    if (onTick !== null) onTick();
+  };
+  let idleTurns = 0; // event-loop turns of the run in progress that saw no progress
+
+  /** Rouses the run in progress's driver on a fresh event-loop turn, after the microtasks. */
+  function wake() {
+    if (tickPending || current === null || current.closed) return;
+    tickPending = true;
+    realTimers.setTimeout(tick, 0);
+  }
 
   function output(value) {
     const state = current;
@@ -1412,10 +1450,42 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   // and each global a run defines costs that run fuel (docs/performance.md).
   define(IMPORT_STANDIN, makeImportStandin(modules));
 
-  async function execute(code, inputJson) {
-    const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
-    current = state;
+  // The runner's tool calls and timers: the same objects and functions in every run,
+  // holding what belongs to the run in progress (`current`) only while it runs.
+  const toolCalls = makeCalls(host, wake);
+  const timers = makeTimers(realTimers, () => current, (run, e) => {
+    if (!run.uncaught) run.uncaught = { error: e };
+  }, (run) => {
+    if (run !== current) return;
+    idleTurns = 0; // a timer fired or was cleared: progress
+    wake();
+  });
 
+  // The names the code sees, and their values: the same in every run. Globals, not
+  // parameters: `const output = ...` in the code must shadow them, not be a redeclaration
+  // error. Code may rebind or delete them; the next run gets them back (provide).
+  const NAMES = ['tools', 'output', 'listTools', ...TOOL_ERRORS.map((cls) => cls.name), ...TIMER_NAMES];
+  const VALUES = [makeTools(host, toolCalls), output, () => listTools(host), ...TOOL_ERRORS,
+    ...TIMER_NAMES.map((name) => timers[name])];
+
+  /** Makes `global[name]` `value` again, unless it still is. */
+  function provide(name, value) {
+    // A read costs a run a fraction of a defineProperty (~1.4k fuel against ~20k, and a
+    // run has a dozen of these names: docs/performance.md). It runs no code unless the
+    // code made the name an accessor; that getter then runs here once, and is replaced.
+    let same = false;
+    try {
+      same = global[name] === value;
+    } catch {
+      // that getter threw
+    }
+    if (!same) define(name, value);
+  }
+
+  // Now, for the runner runner.js makes into the snapshot: a run then only checks them.
+  for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+
+  async function execute(code, inputJson) {
     let input = null;
     if (!['', 'null'].includes(inputJson.trim())) {
       try {
@@ -1424,6 +1494,19 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         return fail('contract', clean(`input is not valid JSON: ${e.message}`));
       }
     }
+
+    // Before `current` is set: a getter the code left on one of the names is no part of
+    // this run (see provide). Indexed loops: for-of runs interpreted self-hosted code here
+    // (see writeJson).
+    for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+    // Only code that names a combinator needs it (a global a run defines costs it fuel).
+    if (code.includes('Promise')) provide(DEFER, toolCalls.defer);
+    if (input !== null) define('INPUT', input);
+    else provide('INPUT', null);
+    const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
+    current = state;
+    idleTurns = 0;
+    toolCalls.inFlight.clear(); // what an earlier run left in flight is no part of this one
 
     let fn;
     let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
@@ -1453,36 +1536,6 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       kept = bindings;
     };
 
-    // The names the code sees. Globals, not parameters: `const output = ...` in the code
-    // must shadow them, not be a redeclaration error.
-    let wakeDriver = () => {};
-    let tickPending = false;
-    let idleTurns = 0;
-    const timers = makeTimers(realTimers, (e) => {
-      if (!state.uncaught) state.uncaught = { error: e };
-    }, () => {
-      idleTurns = 0; // a timer fired or was cleared: progress
-      wake();
-    });
-    function wake() { // decide on a fresh event-loop turn, after the microtasks have run
-      if (tickPending || state.closed) return;
-      tickPending = true;
-      realTimers.setTimeout(() => {
-        tickPending = false;
-        wakeDriver();
-      }, 0);
-    }
-    const toolCalls = makeCalls(host, wake);
-    define('tools', makeTools(host, toolCalls));
-    // Only code that names a combinator needs it (a run that defines a global pays for it).
-    if (code.includes('Promise')) define(DEFER, toolCalls.defer);
-    define('output', output);
-    define('INPUT', input);
-    define('listTools', () => listTools(host));
-    // Indexed loops: for-of runs interpreted self-hosted code here (see writeJson).
-    for (let i = 0; i < TOOL_ERRORS.length; i++) define(TOOL_ERRORS[i].name, TOOL_ERRORS[i]);
-    for (let i = 0; i < TIMER_NAMES.length; i++) define(TIMER_NAMES[i], timers[TIMER_NAMES[i]]);
-
     // Drive the code's promise. A synchronous tool call settles at once; calls started
     // together settle when the driver collects their answers, waiting on the host no
     // longer than to the next timer; timers and native streams need the event loop. When turn after turn finds the promise pending, no call in flight and
@@ -1497,7 +1550,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
           state.closed = true;
           resolve(outcome);
         };
-        wakeDriver = () => {
+        onTick = () => {
           if (state.uncaught) return finish({ error: state.uncaught.error });
           if (toolCalls.inFlight.size) { // wait for an answer, or until the next timer is due
             toolCalls.wait(timers.active.size ? timers.msToNext() : undefined);
@@ -1513,6 +1566,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       });
     } finally {
       state.closed = true;
+      onTick = null;
       timers.clearAll();
       if (kept) keepBindings(global, kept);
     }

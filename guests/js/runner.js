@@ -40,7 +40,7 @@ Object.defineProperty(globalThis, 'require', {
   value: makeRequire(modules), writable: true, configurable: true, enumerable: false,
 });
 
-const run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers, modules });
+let run = null; // the runner, made after the build's warm-up runs (at the end)
 
 export const runner = {
   run(code, inputJson) {
@@ -75,8 +75,8 @@ installIntlOnFirstUse(globalThis);
 // called: core.js's run, tool-call, JSON and error paths (docs/performance.md, "Session
 // 9", has the instruction counts before and after). The stand-in's timers run on
 // microtasks, which the build drains (the engine refuses timers before a request), and
-// its tool echoes its arguments. The globals these runs define are defined again by every
-// run, before its code.
+// its tool echoes its arguments. The globals these runs define are replaced by the
+// runner's own, made after them (at the end).
 {
   const later = (fn) => {
     Promise.resolve().then(fn);
@@ -108,3 +108,8 @@ return a + b`, 'null');
     throw new Error(`the build's warm-up step failed: ${JSON.stringify(step)}`);
   }
 }
+
+// Last, after the warm-up runs, whose runner defined the code's globals (tools, the
+// timers, ...) with its stand-ins: this one defines its own, into the snapshot, and a run
+// then finds them in place rather than defining them again (createRunner's `provide`).
+run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers, modules });

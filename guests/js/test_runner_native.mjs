@@ -424,3 +424,40 @@ test('sessions: declarations persist across steps, sharing one binding', async (
   assert.deepEqual(await step('return [typeof never, z]', 'null'), ok('["undefined",1]'), 'kept only once initialised');
   for (const name of ['count', 'base', 'inc', 'Box', 'z']) delete globalThis[name];
 });
+
+test('sessions: a step leaves at most one of the engine\'s timers pending', async () => {
+  // StarlingMonkey keeps a pending timer, and all its callback reaches, until an
+  // event-loop turn runs it; a step whose promise settles in its microtasks takes no such
+  // turn. Timers that never fire here stand for those: one tick per step left every
+  // step's state behind (a JS session's memory grew ~5 KiB a step).
+  const pending = new Set();
+  let next = 1;
+  const held = {
+    setTimeout() {
+      pending.add(next);
+      return next++;
+    },
+    clearTimeout: (id) => pending.delete(id),
+    setInterval() { return next++; },
+    clearInterval() {},
+  };
+  const step = createRunner({ host, timers: held, maxIdleTurns: 3 });
+  for (let i = 0; i < 50; i++) {
+    assert.deepEqual(await step(i % 2 ? 'return 1 + 1' : '', 'null'), ok(i % 2 ? '2' : 'null'));
+  }
+  assert.deepEqual(await step('return await tools.add({a: 1, b: 2})', 'null'), ok('3'));
+  assert.ok(pending.size <= 1, `${pending.size} timers pending after 51 steps`);
+});
+
+test('sessions: the names a step rebinds or deletes are there again in the next', async () => {
+  const step = newRunner();
+  await step('', 'null');
+  const spoil = `tools = null; setTimeout = 1; delete globalThis.output; ToolError = undefined;
+Object.defineProperty(globalThis, 'listTools', { get() { throw new Error('no') }, configurable: true });
+Object.defineProperty(globalThis, 'INPUT', { value: 'stale', writable: false, configurable: true })`;
+  assert.deepEqual(await step(spoil, '{"n": 1}'), ok('null'));
+  const check = `return [await tools.add({a: 1, b: 2}), typeof setTimeout, typeof output, ToolError.name,
+  listTools().length, INPUT, Object.getOwnPropertyDescriptor(globalThis, 'INPUT').writable]`;
+  assert.deepEqual(await step(check, 'null'), ok('[3,"function","function","ToolError",2,null,true]'));
+  assert.deepEqual(await step('return [INPUT, typeof tools.echo]', '[7]'), ok('[[7],"function"]'));
+});
