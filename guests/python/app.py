@@ -1109,6 +1109,8 @@ def _compile_source(code, filename):
         if not body:
             return compile(code, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None
         return None
+    if not start:  # one line
+        return None, None, compile(last, filename, "single", flags=_FLAGS, dont_inherit=True)
     # The last line keeps its line number; it starts at column 0, so its columns are right.
     last_code = compile("\n" * body.count("\n", 0, start) + last, filename, "single",
                         flags=_FLAGS, dont_inherit=True)
