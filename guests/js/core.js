@@ -1485,111 +1485,111 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   // Now, for the runner runner.js makes into the snapshot: a run then only checks them.
   for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
 
-  async function execute(code, inputJson) {
-    let input = null;
-    if (!['', 'null'].includes(inputJson.trim())) {
-      try {
-        input = parse(inputJson);
-      } catch (e) {
-        return fail('contract', clean(`input is not valid JSON: ${e.message}`));
-      }
-    }
-
-    // Before `current` is set: a getter the code left on one of the names is no part of
-    // this run (see provide). Indexed loops: for-of runs interpreted self-hosted code here
-    // (see writeJson).
-    for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
-    // Only code that names a combinator needs it (a global a run defines costs it fuel).
-    if (code.includes('Promise')) provide(DEFER, toolCalls.defer);
-    if (input !== null) define('INPUT', input);
-    else provide('INPUT', null);
-    const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
-    current = state;
-    idleTurns = 0;
-    toolCalls.inFlight.clear(); // what an earlier run left in flight is no part of this one
-
-    let fn;
-    let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
-    headerLines = HEADER_LINES;
-    try {
-      const source = deferToolCalls(hideDynamicImport(code));
-      const step = ++calls > 1;
-      // Code without these words declares nothing to keep, and the tokenizer is then most
-      // of a step's cost.
-      const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
-      const names = tokens ? topLevelNames(source, tokens) : [];
-      if (names.length) {
-        try {
-          // On the keep line, so the code's own lines keep their numbers.
-          const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
-          fn = compile(AsyncFunction, prologue + keepLine(names) + source, KEEP_PARAM);
-          headerLines = HEADER_LINES + 1;
-        } catch {
-          // the code's own error, with its own line numbers, comes from compiling it as it is
-        }
-      }
-      if (!fn) fn = compile(AsyncFunction, source);
-    } catch (e) {
-      return e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e));
-    }
-    const keep = (bindings) => {
-      kept = bindings;
-    };
-
-    // Drive the code's promise. A synchronous tool call settles at once; calls started
-    // together settle when the driver collects their answers, waiting on the host no
-    // longer than to the next timer; timers and native streams need the event loop. When turn after turn finds the promise pending, no call in flight and
-    // no timer of the code pending, nothing will ever settle it, and
-    // the run ends with a contract error (StarlingMonkey would trap with "event loop
-    // error" once its own queue ran dry with the export's promise pending).
-    let settled;
-    try {
-      settled = await new Promise((resolve) => {
-        const finish = (outcome) => {
-          if (state.closed) return;
-          state.closed = true;
-          resolve(outcome);
-        };
-        onTick = () => {
-          if (state.uncaught) return finish({ error: state.uncaught.error });
-          if (toolCalls.inFlight.size) { // wait for an answer, or until the next timer is due
-            toolCalls.wait(timers.active.size ? timers.msToNext() : undefined);
-            idleTurns = 0;
-            return wake();
-          }
-          if (timers.active.size) return; // the timer's callback (or a started call) wakes it
-          if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
-          wake();
-        };
-        promiseThen.call(fn(keep), (value) => finish({ value }), (error) => finish({ error }));
-        wake();
-      });
-    } finally {
-      state.closed = true;
-      onTick = null;
-      timers.clearAll();
-      if (kept) keepBindings(global, kept);
-    }
-
-    if (state.violation !== null) return fail('contract', state.violation);
-    if (state.uncaught) return fail('exception', guestException(state.uncaught.error));
-    if ('error' in settled) return fail('exception', guestException(settled.error));
-    if (settled.stalled) return fail('contract', NEVER_SETTLES);
-
-    let value = state.hasOutput ? state.output : settled.value;
-    if (value === undefined) value = null;
-    const { text, problem } = toJson(value);
-    if (problem) return fail('contract', clean(`result is not JSON: ${problem}`));
-    return ok(text);
-  }
-
-  return async function run(code, inputJson) {
+  return async function run(codeArg, inputArg) {
     try {
       // Yield once before any code runs: the bindings subscribe to this promise by
       // looking `then` up, and code that patches Promise.prototype.then would otherwise
       // leave the export unsettled (StarlingMonkey then traps).
       await null;
-      return await execute(String(code), String(inputJson));
+      // The whole run in this one async function: a second one, awaited from here, cost
+      // every run ~34k fuel (docs/performance.md).
+      const code = String(codeArg);
+      const inputJson = String(inputArg);
+      let input = null;
+      if (!['', 'null'].includes(inputJson.trim())) {
+        try {
+          input = parse(inputJson);
+        } catch (e) {
+          return fail('contract', clean(`input is not valid JSON: ${e.message}`));
+        }
+      }
+
+      // Before `current` is set: a getter the code left on one of the names is no part of
+      // this run (see provide). Indexed loops: for-of runs interpreted self-hosted code here
+      // (see writeJson).
+      for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+      // Only code that names a combinator needs it (a global a run defines costs it fuel).
+      if (code.includes('Promise')) provide(DEFER, toolCalls.defer);
+      if (input !== null) define('INPUT', input);
+      else provide('INPUT', null);
+      const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
+      current = state;
+      idleTurns = 0;
+      toolCalls.inFlight.clear(); // what an earlier run left in flight is no part of this one
+
+      let fn;
+      let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
+      headerLines = HEADER_LINES;
+      try {
+        const source = deferToolCalls(hideDynamicImport(code));
+        const step = ++calls > 1;
+        // Code without these words declares nothing to keep, and the tokenizer is then most
+        // of a step's cost.
+        const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
+        const names = tokens ? topLevelNames(source, tokens) : [];
+        if (names.length) {
+          try {
+            // On the keep line, so the code's own lines keep their numbers.
+            const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
+            fn = compile(AsyncFunction, prologue + keepLine(names) + source, KEEP_PARAM);
+            headerLines = HEADER_LINES + 1;
+          } catch {
+            // the code's own error, with its own line numbers, comes from compiling it as it is
+          }
+        }
+        if (!fn) fn = compile(AsyncFunction, source);
+      } catch (e) {
+        return e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e));
+      }
+      const keep = (bindings) => {
+        kept = bindings;
+      };
+
+      // Drive the code's promise. A synchronous tool call settles at once; calls started
+      // together settle when the driver collects their answers, waiting on the host no
+      // longer than to the next timer; timers and native streams need the event loop. When turn after turn finds the promise pending, no call in flight and
+      // no timer of the code pending, nothing will ever settle it, and
+      // the run ends with a contract error (StarlingMonkey would trap with "event loop
+      // error" once its own queue ran dry with the export's promise pending).
+      let settled;
+      try {
+        settled = await new Promise((resolve) => {
+          const finish = (outcome) => {
+            if (state.closed) return;
+            state.closed = true;
+            resolve(outcome);
+          };
+          onTick = () => {
+            if (state.uncaught) return finish({ error: state.uncaught.error });
+            if (toolCalls.inFlight.size) { // wait for an answer, or until the next timer is due
+              toolCalls.wait(timers.active.size ? timers.msToNext() : undefined);
+              idleTurns = 0;
+              return wake();
+            }
+            if (timers.active.size) return; // the timer's callback (or a started call) wakes it
+            if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
+            wake();
+          };
+          promiseThen.call(fn(keep), (value) => finish({ value }), (error) => finish({ error }));
+          wake();
+        });
+      } finally {
+        state.closed = true;
+        onTick = null;
+        timers.clearAll();
+        if (kept) keepBindings(global, kept);
+      }
+
+      if (state.violation !== null) return fail('contract', state.violation);
+      if (state.uncaught) return fail('exception', guestException(state.uncaught.error));
+      if ('error' in settled) return fail('exception', guestException(settled.error));
+      if (settled.stalled) return fail('contract', NEVER_SETTLES);
+
+      let value = state.hasOutput ? state.output : settled.value;
+      if (value === undefined) value = null;
+      const { text, problem } = toJson(value);
+      if (problem) return fail('contract', clean(`result is not JSON: ${problem}`));
+      return ok(text);
     } catch (e) { // a bug in the runner itself: report it, never trap
       try {
         return fail('exception', guestException(e));
