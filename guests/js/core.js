@@ -1388,6 +1388,16 @@ export const NEVER_SETTLES = 'the code awaited something that never settles '
 export const MAX_IDLE_TURNS = 1000;
 
 // Prebuilt, so reporting cannot fail even when there is no memory left to build one.
+/**
+ * `result`, handed first to `lower` when the bindings passed one (bindings/export_run.js):
+ * it writes the result where the host reads it, before the run's promise settles, so
+ * that the export binding needs no async frame of its own to await the run.
+ */
+function settle(lower, result) {
+  if (lower !== undefined) lower(result);
+  return result;
+}
+
 const FALLBACK = fail('exception', {
   kind: 'InternalError', message: 'the guest failed while reporting an error', traceback: '',
 });
@@ -1395,7 +1405,8 @@ const FALLBACK = fail('exception', {
 const TIMER_NAMES = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval'];
 
 /**
- * Makes `run(code, inputJson)`, resolving to a `result<string, run-error>` object.
+ * Makes `run(code, inputJson, lower)`, resolving to a `result<string, run-error>` object,
+ * which it first hands to `lower` when given one (see settle).
  *
  * `host`: {call(name, argsJson) -> string (throws {payload: {tag, val}} on Err),
  * listTools() -> [{name, description, argsSchema}]}.
@@ -1485,7 +1496,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   // Now, for the runner runner.js makes into the snapshot: a run then only checks them.
   for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
 
-  return async function run(codeArg, inputArg) {
+  return async function run(codeArg, inputArg, lower) {
     try {
       // Yield once before any code runs: the bindings subscribe to this promise by
       // looking `then` up, and code that patches Promise.prototype.then would otherwise
@@ -1500,7 +1511,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         try {
           input = parse(inputJson);
         } catch (e) {
-          return fail('contract', clean(`input is not valid JSON: ${e.message}`));
+          return settle(lower, fail('contract', clean(`input is not valid JSON: ${e.message}`)));
         }
       }
 
@@ -1539,7 +1550,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         }
         if (!fn) fn = compile(AsyncFunction, source);
       } catch (e) {
-        return e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e));
+        return settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e)));
       }
       const keep = (bindings) => {
         kept = bindings;
@@ -1580,21 +1591,21 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         if (kept) keepBindings(global, kept);
       }
 
-      if (state.violation !== null) return fail('contract', state.violation);
-      if (state.uncaught) return fail('exception', guestException(state.uncaught.error));
-      if ('error' in settled) return fail('exception', guestException(settled.error));
-      if (settled.stalled) return fail('contract', NEVER_SETTLES);
+      if (state.violation !== null) return settle(lower, fail('contract', state.violation));
+      if (state.uncaught) return settle(lower, fail('exception', guestException(state.uncaught.error)));
+      if ('error' in settled) return settle(lower, fail('exception', guestException(settled.error)));
+      if (settled.stalled) return settle(lower, fail('contract', NEVER_SETTLES));
 
       let value = state.hasOutput ? state.output : settled.value;
       if (value === undefined) value = null;
       const { text, problem } = toJson(value);
-      if (problem) return fail('contract', clean(`result is not JSON: ${problem}`));
-      return ok(text);
+      if (problem) return settle(lower, fail('contract', clean(`result is not JSON: ${problem}`)));
+      return settle(lower, ok(text));
     } catch (e) { // a bug in the runner itself: report it, never trap
       try {
-        return fail('exception', guestException(e));
+        return settle(lower, fail('exception', guestException(e)));
       } catch {
-        return FALLBACK;
+        return settle(lower, FALLBACK);
       }
     } finally {
       current = null;

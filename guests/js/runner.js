@@ -43,11 +43,12 @@ Object.defineProperty(globalThis, 'require', {
 let run = null; // the runner, made after the build's warm-up runs (at the end)
 
 export const runner = {
-  run(code, inputJson) {
+  // `lower` is the export binding's writer of the result (bindings/export_run.js).
+  run(code, inputJson, lower) {
     // What the tools.call binding allocated in an earlier export call (a session's earlier
     // step) has been freed since (bindings/tool_call.js).
     call.forgetAllocations?.();
-    return run(code, inputJson);
+    return run(code, inputJson, lower);
   },
 };
 

@@ -9,7 +9,9 @@
 // and the patched binding must free what it allocated.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { GENERATED, RESOLVE_CLASSES, generatedCall, patchBindings } from './bindings/patch.mjs';
+import {
+  EXPORT_RUN, GENERATED, RESOLVE_CLASSES, TOOL_CALL, generatedCall, generatedExport, patchBindings,
+} from './bindings/patch.mjs';
 
 const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed', 'timeout'];
 
@@ -119,11 +121,12 @@ function both(name, args, answer) {
 
 const echo = (name, args) => ({ ok: `${name}:${args}` });
 
-test('the patch replaces the generated call binding, appends the class resolution, and nothing else', () => {
+test('the patch replaces the generated call and export bindings, appends the class resolution, and nothing else', () => {
   const patched = patchBindings(GENERATED);
-  const { start, end } = generatedCall(GENERATED);
-  assert.ok(patched.startsWith(GENERATED.slice(0, start)));
-  assert.ok(patched.endsWith(`${GENERATED.slice(end)}\n${RESOLVE_CLASSES}`));
+  const call = generatedCall(GENERATED);
+  const run = generatedExport(GENERATED);
+  assert.equal(patched, GENERATED.slice(0, call.start) + TOOL_CALL + GENERATED.slice(call.end, run.start)
+    + EXPORT_RUN + GENERATED.slice(run.end) + `\n${RESOLVE_CLASSES}`);
   assert.ok(!patched.includes('function _unused'));
   assert.throws(() => patchBindings(GENERATED.replace('getUint8', 'getInt8')), /other JS bindings/);
 });
@@ -234,4 +237,96 @@ test('a return area that is not 4-aligned is an error, not a misread', () => {
   }
   const callPatched = load(patchBindings(GENERATED), new Misaligned(echo));
   assert.throws(() => callPatched('add', '{}'), /return area at \d+ is not 4-aligned/);
+});
+
+// The `runner.run` export binding (export_run.js against the generated one).
+
+/** Runs a bindings script on `embedding` with `runner` as the source module's `runner`; returns the export. */
+function loadExport(bindings, embedding, runner) {
+  const memory = { get buffer() { return embedding.buffer; } };
+  const script = new Function('contentGlobal', '$bindings', 'defineBuiltinModule', '$source_mod',
+    `${bindings}\nbindExports('runner.js'); return export_runner_0_1_2$run;`);
+  return script(
+    { TextEncoder, TextDecoder },
+    [memory, embedding.realloc.bind(embedding), embedding.dealloc.bind(embedding)],
+    () => {},
+    { runner },
+  );
+}
+
+/** Reads result<string, run-error> at `ret`, as the host lifts it. */
+function lift(embedding, ret) {
+  const view = new DataView(embedding.buffer);
+  const string = (at) => embedding.string(view.getUint32(at, true), view.getUint32(at + 4, true));
+  if (view.getUint8(ret) === 0) return { ok: string(ret + 4) };
+  const which = view.getUint8(ret + 4);
+  if (which === 2) return { contract: string(ret + 8) };
+  return { [which === 0 ? 'syntax' : 'exception']: [string(ret + 8), string(ret + 16), string(ret + 24)] };
+}
+
+/**
+ * One export call through the generated and the patched binding, the runner answering
+ * `result` (after a microtask, as core.js's async run does): what the host reads, the
+ * code and input the runner received, and that only the results' strings stay allocated.
+ */
+async function exportBoth(code, input, result) {
+  const lifted = [];
+  for (const bindings of [GENERATED, patchBindings(GENERATED)]) {
+    const embedding = new Embedding(() => assert.fail('no tool calls here'));
+    const received = [];
+    const runner = {
+      async run(c, i, lower) {
+        received.push([c, i]);
+        await null;
+        // as core.js's settle: the result goes to `lower` (the patched binding's) first
+        if (lower !== undefined) lower(result);
+        return result;
+      },
+    };
+    const exported = loadExport(bindings, embedding, runner);
+    const [codePtr, codeLen] = embedding.lowerString(code);
+    const [inputPtr, inputLen] = embedding.lowerString(input);
+    const ret = embedding.realloc(0, 0, 4, 32);
+    const before = new Set(embedding.live.keys());
+    // the memory grows during the run, too
+    embedding.dealloc(embedding.realloc(0, 0, 1, embedding.buffer.byteLength));
+    await exported(codePtr, codeLen, inputPtr, inputLen, ret);
+    assert.deepEqual(received, [[code, input]]);
+    // the code's and input's text freed; new: one block per non-empty result string
+    const strings = [...embedding.live.keys()].filter((ptr) => !before.has(ptr));
+    assert.ok(!embedding.live.has(codePtr) || codeLen === 0);
+    lifted.push({ result: lift(embedding, ret), strings: strings.length });
+  }
+  assert.deepEqual(lifted[1], lifted[0]);
+  return lifted[1].result;
+}
+
+test('the export binding writes every result case as the generated one does', async () => {
+  assert.deepEqual(await exportBoth('return 1 + 1', 'null', { tag: 'ok', val: '2' }), { ok: '2' });
+  assert.deepEqual(await exportBoth('', '', { tag: 'ok', val: '' }), { ok: '' });
+  const big = JSON.stringify('ü🎉x'.repeat(30000));
+  assert.deepEqual(await exportBoth('x'.repeat(70000), '{"é": "日本語"}', { tag: 'ok', val: big }), { ok: big });
+  assert.deepEqual(await exportBoth('é', 'null', { tag: 'ok', val: '"a\uD800b"' }), { ok: '"a\uFFFDb"' });
+  const exception = { kind: 'TypeError', message: 'nö 🎉', traceback: 'at <code>:1' };
+  assert.deepEqual(await exportBoth('throw 1', 'null', { tag: 'err', val: { tag: 'exception', val: exception } }),
+    { exception: ['TypeError', 'nö 🎉', 'at <code>:1'] });
+  assert.deepEqual(await exportBoth('(', 'null', { tag: 'err', val: { tag: 'syntax', val: { ...exception, traceback: '' } } }),
+    { syntax: ['TypeError', 'nö 🎉', ''] });
+  assert.deepEqual(await exportBoth('', 'null', { tag: 'err', val: { tag: 'contract', val: 'output() twice' } }),
+    { contract: 'output() twice' });
+});
+
+test('the export binding refuses a result that is no result<string, run-error>', async () => {
+  for (const result of [{ tag: 'err', val: { tag: 'nope', val: '' } }, { tag: 'ok', val: 5 }]) {
+    const embedding = new Embedding(() => assert.fail('no tool calls here'));
+    const exported = loadExport(patchBindings(GENERATED), embedding, {
+      async run(c, i, lower) {
+        await null;
+        lower(result);
+        return result;
+      },
+    });
+    const ret = embedding.realloc(0, 0, 4, 32);
+    await assert.rejects(exported(1, 0, 1, 0, ret), TypeError);
+  }
 });
