@@ -6,8 +6,8 @@
 //! drives no other run meanwhile) and two more steps on the loop (the callback's handle,
 //! then the one that settles the future). So where the loop can watch a file descriptor
 //! (`loop.add_reader`: the selector loops on Unix, uvloop), each loop gets a
-//! [`LoopCompletions`]: a queue of finished runs and a socket pair whose read end the loop
-//! watches. The thread that finished a run pushes the outcome and writes one byte, without
+//! [`LoopCompletions`]: a queue of finished runs and a non-blocking pipe whose read end
+//! the loop watches. The thread that finished a run pushes the outcome and writes one byte, without
 //! the GIL; the loop, woken by it, calls the [`LoopCompletions`] itself, which settles the
 //! runs' futures on the loop thread. Measured against `call_soon_threadsafe`, that is a few
 //! µs a run less (docs/performance.md, "The Python package"): most of what is left is
@@ -152,35 +152,35 @@ impl LoopCompletions {
 
 #[cfg(unix)]
 mod wake {
-    //! A non-blocking Unix socket pair: the loop watches one end, runs write to the other.
+    //! A pipe, non-blocking at both ends: the loop watches the read end, runs write to
+    //! the other. (Not a socket pair: nothing in the core path needs Unix sockets.)
 
-    use std::io::{ErrorKind, Read, Write};
-    use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
+    use std::io::{self, ErrorKind, PipeReader, PipeWriter, Read, Write};
+    use std::os::fd::{AsFd, AsRawFd};
 
     use pyo3::exceptions::PyOSError;
     use pyo3::PyResult;
 
     pub(super) struct Pair {
-        read: UnixStream,
-        write: UnixStream,
+        read: PipeReader,
+        write: PipeWriter,
     }
 
     impl Pair {
         pub(super) fn new() -> PyResult<Self> {
-            let made = UnixStream::pair().and_then(|(read, write)| {
-                read.set_nonblocking(true)?;
-                write.set_nonblocking(true)?;
+            let made = io::pipe().and_then(|(read, write)| {
+                set_nonblocking(&read)?;
+                set_nonblocking(&write)?;
                 Ok(Pair { read, write })
             });
-            made.map_err(|e| PyOSError::new_err(format!("a socket pair for run completions: {e}")))
+            made.map_err(|e| PyOSError::new_err(format!("a pipe for run completions: {e}")))
         }
 
         pub(super) fn fileno(&self) -> i64 {
             i64::from(self.read.as_raw_fd())
         }
 
-        /// One byte for the loop. A full buffer (`WouldBlock`) has bytes for it already.
+        /// One byte for the loop. A full pipe (`WouldBlock`) has bytes for it already.
         pub(super) fn signal(&self) {
             let _ = (&self.write).write(&[1]);
         }
@@ -198,11 +198,31 @@ mod wake {
             }
         }
     }
+
+    /// Sets `O_NONBLOCK` on `end`: the loop's reader must not wait for a byte, nor a
+    /// run's thread for room in the pipe (std has no setter for pipes).
+    fn set_nonblocking(end: &impl AsFd) -> io::Result<()> {
+        let fd = end.as_fd().as_raw_fd();
+        // SAFETY: `fcntl` with `F_GETFL`/`F_SETFL` reads and sets the status flags of a
+        // descriptor that `end` owns and keeps open across both calls; no memory is passed.
+        #[allow(unsafe_code)]
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        let set = unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) };
+        if set < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(not(unix))]
 mod wake {
-    //! No socket pair here: the constructor refuses, and runs go through
+    //! No pipe to watch here: the constructor refuses, and runs go through
     //! `call_soon_threadsafe`.
 
     use pyo3::exceptions::PyNotImplementedError;
@@ -212,7 +232,7 @@ mod wake {
 
     impl Pair {
         pub(super) fn new() -> PyResult<Self> {
-            Err(PyNotImplementedError::new_err("run completions through a socket pair need Unix"))
+            Err(PyNotImplementedError::new_err("run completions through a watched pipe need Unix"))
         }
 
         pub(super) fn fileno(&self) -> i64 {
