@@ -1498,10 +1498,9 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
 
   return async function run(codeArg, inputArg, lower) {
     try {
-      // Yield once before any code runs: the bindings subscribe to this promise by
-      // looking `then` up, and code that patches Promise.prototype.then would otherwise
-      // leave the export unsettled (StarlingMonkey then traps).
-      await null;
+      // No yield before the code runs: the embedding subscribes to this promise natively
+      // (JS::AddPromiseReactions), not by looking `then` up, so code that patches
+      // Promise.prototype.then cannot leave the export unsettled (bindings/export_run.js).
       // The whole run in this one async function: a second one, awaited from here, cost
       // every run ~34k fuel (docs/performance.md).
       const code = String(codeArg);
