@@ -25,8 +25,11 @@ mod outcome;
 mod session;
 mod tools;
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -35,7 +38,7 @@ use serde_json::Value;
 use wasmbox::{CancelToken, Engine, EngineConfig, Isolation, Limits, RunRequest, Runtime, Sandbox, Scope, Tools};
 
 use live_output::PyOutputSink;
-use loop_completions::Done;
+use loop_completions::{Done, LoopCompletions, RunFuture};
 use outcome::PyOutcome;
 use tools::{ToolSpec, RUN_LOOP};
 
@@ -271,37 +274,50 @@ impl NativeSandbox {
         Ok(PyOutcome::new(outcome))
     }
 
-    /// Starts `code` on the package's tokio threads and returns a handle at once;
-    /// `on_output(stream, text)` is called as the guest writes, from threads of the
-    /// package's. The outcome goes to `on_done`: a callable, called with it (and the GIL)
-    /// from one of those threads, or `(LoopCompletions, future)`, whose future the loop
-    /// settles with it (src/loop_completions.rs). Async tools run on `event_loop`. `files`
-    /// as for `run`.
-    #[pyo3(signature = (code, input, event_loop, on_done, on_output=None, files=None))]
+    /// Starts `code` and returns its [`RunFuture`], which the caller awaits on
+    /// `event_loop` (its async tools run there too). The run goes on on the package's
+    /// tokio threads, and its outcome reaches the loop through `completions` (`None`:
+    /// through `call_soon_threadsafe`; src/loop_completions.rs). With `eager`, its first
+    /// slice runs here first, the GIL released: the loop waits until the run finishes or
+    /// first waits (a tool call, an epoch tick), and a run that finishes so is not handed
+    /// to another thread at all. `on_output(stream, text)` is called as the guest writes,
+    /// from the thread running it. `files` as for `run`.
+    #[pyo3(signature = (code, input, event_loop, completions, on_output=None, files=None, eager=false))]
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
+        py: Python<'_>,
         code: String,
         input: &Bound<'_, PyAny>,
         event_loop: Py<PyAny>,
-        on_done: Bound<'_, PyAny>,
+        completions: Option<Bound<'_, LoopCompletions>>,
         on_output: Option<Py<PyAny>>,
         files: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<RunHandle> {
+        eager: bool,
+    ) -> PyResult<Py<RunFuture>> {
         let input = convert::from_py(input)?;
         let files = files::input_files(files)?;
-        let done = Done::from_py(on_done)?;
         let token = CancelToken::new();
+        let future = Py::new(py, RunFuture::new(event_loop.clone_ref(py), token.clone(), false))?;
+        let done = Done::new(completions, future.clone_ref(py));
+        let (request, sink) = request(code, input, token, on_output);
+        let event_loop = Arc::new(event_loop);
         let sandbox = Arc::clone(&self.sandbox);
-        let (request, sink) = request(code, input, token.clone(), on_output);
-        let request = request.files(files);
+        let run = async move { sandbox.run_with(request.files(files)).await };
+        let mut run = Box::pin(RUN_LOOP.scope(Arc::clone(&event_loop), run));
+        if eager {
+            if let Poll::Ready(outcome) = py.detach(|| poll_once(run.as_mut())) {
+                drop(FinishOutput(sink));
+                RunFuture::settle(future.bind(py), Bound::new(py, PyOutcome::new(outcome))?)?;
+                return Ok(future);
+            }
+        }
         tokio_runtime().spawn(async move {
-            let event_loop = Arc::new(event_loop);
-            let run = sandbox.run_with(request);
-            let outcome = RUN_LOOP.scope(Arc::clone(&event_loop), run).await;
+            let outcome = run.await;
             drop(FinishOutput(sink));
             done.finish(outcome, event_loop);
         });
-        Ok(RunHandle { token })
+        Ok(future)
     }
 
     fn __repr__(&self) -> String {
@@ -337,18 +353,12 @@ impl Drop for FinishOutput {
     }
 }
 
-/// A run started by `NativeSandbox.start`.
-#[pyclass(frozen, module = "wasmbox._native")]
-struct RunHandle {
-    token: CancelToken,
-}
-
-#[pymethods]
-impl RunHandle {
-    /// Stops the run: it ends `cancelled` within an epoch tick.
-    fn cancel(&self) {
-        self.token.cancel();
-    }
+/// Polls `run` once on this thread, in the shared runtime's context (its timers, its
+/// blocking pool), with a waker that does nothing: a run still pending is spawned on
+/// that runtime next, which polls it again at once.
+fn poll_once<F: Future>(run: Pin<&mut F>) -> Poll<F::Output> {
+    let _context = tokio_runtime().enter();
+    run.poll(&mut Context::from_waker(Waker::noop()))
 }
 
 /// Runs `code` `iterations` times through the Rust API alone, from this thread, and
@@ -413,8 +423,8 @@ fn guest_versions(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<NativeSandbox>()?;
-    module.add_class::<RunHandle>()?;
-    module.add_class::<loop_completions::LoopCompletions>()?;
+    module.add_class::<loop_completions::RunFuture>()?;
+    module.add_class::<LoopCompletions>()?;
     module.add_class::<session::NativeSession>()?;
     module.add_class::<PyOutcome>()?;
     module.add_class::<outcome::PyErrorDetail>()?;

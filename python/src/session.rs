@@ -18,10 +18,10 @@ use pyo3::types::PyType;
 use wasmbox::{CancelToken, Sandbox, Session, SessionConfig, SessionError, Status};
 
 use crate::blocking::drive;
-use crate::loop_completions::Done;
+use crate::loop_completions::{Done, LoopCompletions, RunFuture};
 use crate::outcome::PyOutcome;
 use crate::tools::RUN_LOOP;
-use crate::{convert, tokio_runtime, FinishOutput, NativeSandbox, RunHandle};
+use crate::{convert, tokio_runtime, FinishOutput, NativeSandbox};
 
 /// A session of a `NativeSandbox`, made by `wasmbox.Sandbox.session`.
 #[pyclass(frozen, module = "wasmbox._native")]
@@ -133,28 +133,30 @@ impl NativeSession {
         Ok(PyOutcome::new(outcome))
     }
 
-    /// Starts `code` as the next step on the package's tokio threads and returns a
-    /// handle at once; `on_output(stream, text)` is called as the guest writes, and the
-    /// outcome goes to `on_done` as for `NativeSandbox.start`. Async tools run on
-    /// `event_loop`.
-    #[pyo3(signature = (code, input, event_loop, on_done, on_output=None))]
+    /// Starts `code` as the next step on the package's tokio threads and returns its
+    /// [`RunFuture`] at once; `on_output(stream, text)` is called as the guest writes, and
+    /// the outcome reaches `event_loop` as for `NativeSandbox.start`. Async tools run on
+    /// `event_loop`. Cancelling the future cancels the step, and the awaiting task hears
+    /// of it once the step has stopped.
+    #[pyo3(signature = (code, input, event_loop, completions, on_output=None))]
     fn start(
         &self,
         py: Python<'_>,
         code: String,
         input: &Bound<'_, PyAny>,
         event_loop: Py<PyAny>,
-        on_done: Bound<'_, PyAny>,
+        completions: Option<Bound<'_, LoopCompletions>>,
         on_output: Option<Py<PyAny>>,
-    ) -> PyResult<RunHandle> {
+    ) -> PyResult<Py<RunFuture>> {
         let input = convert::from_py(input)?;
-        let done = Done::from_py(on_done)?;
         let busy = Busy::take(py, &self.busy)?;
         // The token first: a close() from here on either finds the session gone below
         // or cancels this step.
         let token = self.new_token();
         let session = self.open_session(py)?;
-        let (request, sink) = crate::request(code, input, token.clone(), on_output);
+        let future = Py::new(py, RunFuture::new(event_loop.clone_ref(py), token.clone(), true))?;
+        let done = Done::new(completions, future.clone_ref(py));
+        let (request, sink) = crate::request(code, input, token, on_output);
         tokio_runtime().spawn(async move {
             let event_loop = Arc::new(event_loop);
             let step = session.run_with(request);
@@ -165,7 +167,7 @@ impl NativeSession {
             drop(session);
             done.finish(outcome, event_loop);
         });
-        Ok(RunHandle { token })
+        Ok(future)
     }
 
     /// Starts the session again on a fresh instance, the GIL released.

@@ -140,7 +140,8 @@ def test_blocking_tools_do_not_block_other_runs() -> None:
 
 
 @loops
-def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
+@pytest.mark.parametrize("eager", [False, True], ids=["", "eager"])
+def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.AbstractEventLoop], eager: bool) -> None:
     started = threading.Event()
     cancelled = threading.Event()
 
@@ -155,7 +156,7 @@ def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.Abst
     sandbox = Sandbox(tools=[forever], scope="all", limits=Limits(timeout_ms=600_000, tool_timeout_ms=600_000))
 
     async def main() -> None:
-        task = asyncio.ensure_future(sandbox.run_async("tools.forever()"))
+        task = asyncio.ensure_future(sandbox.run_async("tools.forever()", eager=eager))
         while not started.is_set():
             await asyncio.sleep(0.01)
         task.cancel()
@@ -167,6 +168,65 @@ def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.Abst
 
     run_on(new_loop, main())
     assert Sandbox().run("1 + 1").value == 2
+
+
+@loops
+def test_an_eager_run_starts_on_the_loops_thread(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
+    # Until its first pooled (or async) tool call; the rest runs on wasmbox's threads.
+    threads: list[int] = []
+
+    def where(n: int) -> int:
+        threads.append(threading.get_ident())
+        return n
+
+    sandbox = Sandbox(tools=[wasmbox.Tool(where, inline=True), add, double], scope="all")
+    code = "x = tools.where(n=INPUT)\ny = tools.add(a=x, b=1)\nz = tools.where(n=y)\nawait tools.double(n=z)"
+
+    async def main() -> tuple[list[object], int]:
+        outcomes = [await sandbox.run_async(code, 1, eager=True), await sandbox.run_async(code, 2)]
+        outcomes += await asyncio.gather(*(sandbox.run_async(code, i, eager=True) for i in range(10)))
+        js = Sandbox("javascript", tools=[add], scope="all")
+        outcomes.append(await js.run_async("return await tools.add({a: 20, b: 22})", eager=True))
+        outcomes.append(await js.run_async("return 6 * 7", eager=True))
+        assert all(o.is_ok() for o in outcomes), [o for o in outcomes if not o.is_ok()]
+        return [o.value for o in outcomes], threading.get_ident()
+
+    values, loop_thread = run_on(new_loop, main())
+    assert values == [4, 6] + [2 * (i + 1) for i in range(10)] + [42, 42]
+    assert threads[0] == loop_thread  # eager: its first slice on the loop's thread
+    assert threads[1] != loop_thread  # after the pooled call: on a thread of wasmbox's
+    assert loop_thread not in threads[2:4]  # not eager: none on the loop's thread
+
+
+def test_a_run_future_is_a_future_to_asyncio() -> None:
+    # What `run_async` awaits is not an asyncio.Future, but asyncio's own helpers take it.
+    sandbox = Sandbox(tools=[add], scope="all")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        future = sandbox._native.start("tools.add(a=1, b=2)", None, loop, None)
+        assert asyncio.isfuture(future) and future.get_loop() is loop and not future.done()
+        with pytest.raises(asyncio.InvalidStateError):
+            future.result()
+        seen: list[object] = []
+        future.add_done_callback(seen.append)
+        outcome = await asyncio.wait_for(future, 60)
+        assert outcome.value == 3 and future.done() and not future.cancelled()
+        assert future.result() is outcome and future.exception() is None and seen == [future]
+        later: list[object] = []
+        future.add_done_callback(later.append)  # done already: called soon
+        await asyncio.sleep(0)
+        assert later == [future]
+
+        slow = sandbox._native.start("while True:\n    pass", None, loop, None)
+        assert slow.remove_done_callback(seen.append) == 0
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(slow, 0.2)  # cancels it, which cancels the run
+        assert slow.cancelled()
+        with pytest.raises(asyncio.CancelledError):
+            slow.result()
+
+    asyncio.run(main())
 
 
 def test_ctrl_c_cancels_a_sync_run() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from asyncio import get_running_loop
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 from . import _native
 from ._errors import ConfigurationError
-from ._awaiting import outcome_of
+from ._awaiting import completions_of
 from ._native import Outcome
 from ._session import Session
 from ._tool import Tool
@@ -107,14 +108,21 @@ class Sandbox:
         *,
         files: InputFiles | None = None,
         on_output: Callable[[str, str], Any] | None = None,
+        eager: bool = False,
     ) -> Outcome:
         """Like `run`, awaiting the outcome without blocking the event loop. Async tools
         run on this loop; cancelling the awaiting task cancels the run. ``on_output`` is
         called from one of wasmbox's threads, not the loop's: use
-        ``loop.call_soon_threadsafe`` to hand text to the loop."""
-        return await outcome_of(
-            lambda loop, on_done: self._native.start(code, input, loop, on_done, on_output, files), wait_for_stop=False
-        )
+        ``loop.call_soon_threadsafe`` to hand text to the loop.
+
+        ``eager=True`` starts the run on the loop's thread (the GIL released) and hands it
+        to wasmbox's threads only when it first waits (a tool call that is not inline) or
+        at its first epoch tick (``epoch_tick_ms``, 10 ms by default): a short run
+        finishes without a thread hand-off, but the loop is blocked for that first slice
+        (instantiation and guest code, up to one epoch tick), and ``on_output`` and
+        inline tools are called on the loop's thread meanwhile."""
+        loop = get_running_loop()
+        return await self._native.start(code, input, loop, completions_of(loop), on_output, files, eager)
 
     def session(
         self,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from asyncio import get_running_loop
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from . import _native
-from ._awaiting import outcome_of
+from ._awaiting import completions_of
 from ._native import Outcome
 
 __all__ = ["Session"]
@@ -53,9 +54,8 @@ class Session:
         run on this loop; cancelling the awaiting task cancels the step, which ends the
         session: the task's ``CancelledError`` comes once the step has stopped.
         ``on_output`` is called from one of wasmbox's threads, not the loop's."""
-        return await outcome_of(
-            lambda loop, on_done: self._native.start(code, input, loop, on_done, on_output), wait_for_stop=True
-        )
+        loop = get_running_loop()
+        return await self._native.start(code, input, loop, completions_of(loop), on_output)
 
     def reset(self) -> None:
         """Starts the session again on a fresh instance: nothing of the earlier steps
