@@ -1064,14 +1064,20 @@ _COMPOUND = frozenset(("if", "elif", "else", "while", "for", "try", "except", "f
 _BLOCKS = frozenset(("if", "while", "for", "try", "with", "def", "class"))
 _LAST_LINE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9(\[{'\"])")
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+# Statements whose first word is a keyword and that need no `=`, `:` or `,` outside
+# brackets (compound statements are _COMPOUND's).
+_SIMPLE_STATEMENTS = frozenset(("import", "from", "del", "pass", "return", "raise", "global",
+                                "nonlocal", "assert", "break", "continue", "yield", "await",
+                                "lambda"))
 _BLANK = " \t\f\r\n"  # what the tokenizer skips: str.strip() would take U+00A0 and more
 _CO_COROUTINE = inspect.CO_COROUTINE
 
 
 def _compile(code, filename=_CODE_NAME, namespace=None):
-    """The run's code as (body, more, last), each a code object or None: `body` and then
-    `more` are run with exec, then `last` with the capturing displayhook (_run_last).
-    Raises SyntaxError or ValueError."""
+    """The run's code as (body, more, last, value), each a code object or None: `body`
+    and then `more` are run with exec, then `last` with the capturing displayhook
+    (_run_last) or `value` with eval, which returns the code's value. Raises SyntaxError
+    or ValueError."""
     # The parser reads identifiers NFKC-normalised (`ｇather` is `gather`); so does the test.
     text = code if code.isascii() else unicodedata.normalize("NFKC", code)
     if _TREE_WORDS.search(text) is None:
@@ -1092,34 +1098,54 @@ def _compile(code, filename=_CODE_NAME, namespace=None):
         tree.body[-1] = ast.copy_location(ast.Assign(targets=[target], value=last.value), last)
     if rewrite:
         ast.fix_missing_locations(tree)  # the rewriter's new nodes; the two above have theirs
-    return compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None
+    return compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None, None
 
 
 def _compile_source(code, filename):
     """_compile's answer from the source alone, or None where the tree is needed."""
     if not code:  # a session's opening call, for one
-        return None, None, None
+        return None, None, None, None
     body = code.rstrip(_BLANK)
     start = body.rfind("\n") + 1
     last = body[start:]
     if last[:1] in (" ", "\t", "#"):
         return _compile_block_end(body, start, filename)
     word = _LAST_LINE.match(last)
-    if word is None or word.group() in _COMPOUND or ";" in last or last.endswith("\\"):
+    first = word and word.group()
+    if word is None or first in _COMPOUND or ";" in last or last.endswith("\\"):
         if not body:
-            return compile(code, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None
+            return compile(code, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None, None
         return None
-    if not start:  # one line
-        return None, None, compile(last, filename, "single", flags=_FLAGS, dont_inherit=True)
+    # An expression is compiled in "eval" mode, whose code returns its value: compile()
+    # costs less than in "single" mode, and no displayhook is swapped. These checks are
+    # cheap (a regular expression that followed brackets cost more than it saved) and
+    # never take a statement: no statement keyword first, and no `=`, `:` or `,` outside
+    # brackets (no assignment, annotation, walrus, lambda, or bare tuple, whose starred
+    # items "eval" mode refuses); either none anywhere, or the line is a call `a.b(...)`
+    # holding the line's only brackets. A line that fails to compile as an expression
+    # then is not a valid statement either, and the tree's path reports it, as it did
+    # when "single" mode failed.
+    value = first not in _SIMPLE_STATEMENTS and (
+        ("=" not in last and ":" not in last and "," not in last)
+        or (last[-1] == ")" and last[:last.find("(")].replace(".", "_").isidentifier()
+            and last.count("(") == 1 and last.count(")") == 1))
     # The last line keeps its line number; it starts at column 0, so its columns are right.
-    last_code = compile("\n" * body.count("\n", 0, start) + last, filename, "single",
-                        flags=_FLAGS, dont_inherit=True)
-    if "__annotate__" in last_code.co_names:
+    text = "\n" * body.count("\n", 0, start) + last if start else last
+    if value:
+        try:
+            last_code = compile(text, filename, "eval", flags=_FLAGS, dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return None
+    else:
+        last_code = compile(text, filename, "single", flags=_FLAGS, dont_inherit=True)
+    if start and "__annotate__" in last_code.co_names:
         return None  # its annotations would replace, not join, those of the lines before
     head = body[:start]
-    if not head.strip(_BLANK):
-        return None, None, last_code
-    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), None, last_code
+    head_code = (compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True)
+                 if start and head.strip(_BLANK) else None)
+    if value:
+        return head_code, None, None, last_code
+    return head_code, None, last_code, None
 
 
 def _compile_block_end(body, start, filename):
@@ -1140,8 +1166,8 @@ def _compile_block_end(body, start, filename):
         return None  # as for a last line
     head = body[:start]
     if not head.strip(_BLANK):
-        return rest, None, None
-    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), rest, None
+        return rest, None, None, None
+    return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), rest, None, None
 
 
 def _capture_last(value):
@@ -1210,10 +1236,11 @@ def _keep_source(filename, code, lines):
     linecache.cache[filename] = (len(code), None, lines, filename)
     _kept_steps.append((filename, len(code)))
     _kept_chars += len(code)
-    while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS):
-        old, size = _kept_steps.pop(0)
-        linecache.cache.pop(old, None)
-        _kept_chars -= size
+    if len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS:
+        while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS):
+            old, size = _kept_steps.pop(0)
+            linecache.cache.pop(old, None)
+            _kept_chars -= size
 
 
 def _drop_current_loop():
@@ -1249,7 +1276,7 @@ def _execute(code, input_json):
     module = _session_module
     filename = _STEP_NAME % step if step else _CODE_NAME
     try:
-        body, more, last = _compile(code, filename, module and module.__dict__)
+        body, more, last, value_code = _compile(code, filename, module and module.__dict__)
     except (SyntaxError, ValueError) as e:  # ValueError: e.g. NUL bytes on older Pythons
         raise _Failure(RunError_Syntax(_syntax_error(e, lines)))
 
@@ -1276,6 +1303,8 @@ def _execute(code, input_json):
             exec(more, module.__dict__)
         if last is not None:
             _run_last(last, module.__dict__)
+        elif value_code is not None:
+            _state.last = eval(value_code, module.__dict__)
     except BaseException as e:
         if _state.violation is None:
             raise _Failure(RunError_Exception(_guest_exception(e)))
@@ -1290,7 +1319,7 @@ def _execute(code, input_json):
 
     if _state.has_output:
         value = _state.output
-    elif last is not None:
+    elif last is not None or value_code is not None:
         value = _state.last
     else:
         value = module.__dict__.get(_H_LAST)

@@ -383,6 +383,33 @@ class SourcePath(Base):
         self.assertEqual(run("import sys\nsorted(sys.modules['__main__'].__annotations__)", fresh=False)[1],
                          ["x", "y"])
 
+    def test_an_expression_last_line_is_compiled_in_eval_mode(self):
+        # (code, value, compiled in "eval" mode): never a statement in "eval" mode.
+        cases = [
+            ("1 + 1", 2, True), ("tools.add(a=1, b=2)", 3, True), ("x = 2\nx * 21", 42, True),
+            ("print('a=b', end='')", None, True), ("dict(a=1)", {"a": 1}, True),
+            ("len('abc')  # abc", 3, True), ("len('abc')  # a = b", 3, False), ("x = 1\nx if x else 0", 1, True), ("'doc'", "doc", True),
+            ("not(0)", True, True), ("output(3)\n4", 3, True),
+            ("x = 1", None, False), ("a, b = 1, 2", None, False), ("x = tools.add(a=1, b=2)", None, False),
+            ("d = {}\nd[str(1)] = 2", None, False), ("x = 1\ndel(x)", None, False), ("(y := 5)", 5, False),
+            ("[1, 2][0:1]", [1], False), ("a = [1]\na, *a", [[1], 1], False), ("dict(a=1)['a']", 1, False),
+            ("x = 1\nx += 1", None, False), ("import json", None, False),
+        ]
+        for code, value, in_eval in cases:
+            compiled = app._compile_source(code, "<code>")
+            self.assertIsNotNone(compiled, code)
+            self.assertEqual(compiled[3] is not None, in_eval, code)
+            self.assertEqual(self.ok(code), value, code)
+        # A line that "eval" mode refuses takes the tree, which reports it as before.
+        self.assertIsNone(app._compile_source("f(", "<code>"))
+        for code in ("x)", "f(x))", "f((x)"):
+            self.assertEqual(run(code)[0], "RunError_Syntax", code)
+        r = run("x = 1\nf(")
+        self.assertEqual(r[0], "RunError_Syntax")
+        self.assertIn('File "<code>", line 2', r[1].traceback)
+        e = self.exc("x = 1\n\nlen(1/0)", "ZeroDivisionError")
+        self.assertIn('File "<code>", line 3, in <module>\n    len(1/0)', e.traceback)
+
     def test_errors_as_through_the_tree(self):
         r = run("x = 1\ny = = 2")
         self.assertEqual(r[0], "RunError_Syntax")
