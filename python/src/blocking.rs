@@ -42,6 +42,14 @@ thread_local! {
     static DRIVING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Calls `f` as if inside [`drive`]: a pooled tool call that `f` polls spins for its
+/// answer ([`spin_until`]). For the first poll of an eager `run_async`, whose thread (the
+/// loop's) waits for it anyway.
+pub(crate) fn as_driver<R>(f: impl FnOnce() -> R) -> R {
+    let _driving = Driving::enter();
+    f()
+}
+
 /// Marks this thread as inside [`drive`] until dropped.
 struct Driving;
 

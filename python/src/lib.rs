@@ -355,10 +355,11 @@ impl Drop for FinishOutput {
 
 /// Polls `run` once on this thread, in the shared runtime's context (its timers, its
 /// blocking pool), with a waker that does nothing: a run still pending is spawned on
-/// that runtime next, which polls it again at once.
+/// that runtime next, which polls it again at once. A pooled tool call spins briefly for
+/// its answer, as under a sync `run`, so that a quick one does not end the poll.
 fn poll_once<F: Future>(run: Pin<&mut F>) -> Poll<F::Output> {
     let _context = tokio_runtime().enter();
-    run.poll(&mut Context::from_waker(Waker::noop()))
+    blocking::as_driver(|| run.poll(&mut Context::from_waker(Waker::noop())))
 }
 
 /// Runs `code` `iterations` times through the Rust API alone, from this thread, and

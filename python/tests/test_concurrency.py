@@ -172,7 +172,7 @@ def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.Abst
 
 @loops
 def test_an_eager_run_starts_on_the_loops_thread(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
-    # Until its first pooled (or async) tool call; the rest runs on wasmbox's threads.
+    # Until it first waits (here: an async tool call); the rest runs on wasmbox's threads.
     threads: list[int] = []
 
     def where(n: int) -> int:
@@ -180,7 +180,7 @@ def test_an_eager_run_starts_on_the_loops_thread(new_loop: Callable[[], asyncio.
         return n
 
     sandbox = Sandbox(tools=[wasmbox.Tool(where, inline=True), add, double], scope="all")
-    code = "x = tools.where(n=INPUT)\ny = tools.add(a=x, b=1)\nz = tools.where(n=y)\nawait tools.double(n=z)"
+    code = "x = tools.where(n=INPUT)\ny = await tools.double(n=x)\ntools.where(n=y) + tools.add(a=1, b=1)"
 
     async def main() -> tuple[list[object], int]:
         outcomes = [await sandbox.run_async(code, 1, eager=True), await sandbox.run_async(code, 2)]
@@ -192,9 +192,9 @@ def test_an_eager_run_starts_on_the_loops_thread(new_loop: Callable[[], asyncio.
         return [o.value for o in outcomes], threading.get_ident()
 
     values, loop_thread = run_on(new_loop, main())
-    assert values == [4, 6] + [2 * (i + 1) for i in range(10)] + [42, 42]
+    assert values == [4, 6] + [2 * i + 2 for i in range(10)] + [42, 42]
     assert threads[0] == loop_thread  # eager: its first slice on the loop's thread
-    assert threads[1] != loop_thread  # after the pooled call: on a thread of wasmbox's
+    assert threads[1] != loop_thread  # after the async call: on a thread of wasmbox's
     assert loop_thread not in threads[2:4]  # not eager: none on the loop's thread
 
 
