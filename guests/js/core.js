@@ -19,6 +19,8 @@ const {
 } = Object;
 const { isArray } = Array;
 const promiseThen = Promise.prototype.then;
+// A settled promise to queue a microtask on (the run's driver: createRunner).
+const RESOLVED = Promise.resolve();
 const promiseResolve = Promise.resolve.bind(Promise);
 const promiseReject = Promise.reject.bind(Promise);
 const withResolvers = typeof Promise.withResolvers === 'function'
@@ -1493,8 +1495,11 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     if (!same) define(name, value);
   }
 
-  // Now, for the runner runner.js makes into the snapshot: a run then only checks them.
+  // Now, for the runner runner.js makes into the snapshot: a run then only checks them,
+  // and the first run of an instance not even that (below). INPUT too: the build's
+  // warm-up runs defined it.
   for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+  provide('INPUT', null);
 
   return async function run(codeArg, inputArg, lower) {
     try {
@@ -1516,8 +1521,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
 
       // Before `current` is set: a getter the code left on one of the names is no part of
       // this run (see provide). Indexed loops: for-of runs interpreted self-hosted code here
-      // (see writeJson).
-      for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+      // (see writeJson). Not before a runner's first run: no code has run since the names
+      // were provided (at build time, for an instance fresh from the snapshot), and the
+      // fifteen checks were a sixth of a fresh trivial run (docs/performance.md).
+      if (calls !== 0) for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
       // Only code that names a combinator needs it (a global a run defines costs it fuel).
       if (code.includes('Promise')) provide(DEFER, toolCalls.defer);
       if (input !== null) define('INPUT', input);
@@ -1581,7 +1588,15 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
             wake();
           };
           promiseThen.call(fn(keep), (value) => finish({ value }), (error) => finish({ error }));
-          wake();
+          // The tick only matters to a run still pending after its first microtasks, and
+          // asking the engine for one costs a fresh instance's run ~50k fuel, an eighth of
+          // a trivial one: so a runner's first run asks from a microtask queued after the
+          // code's first ones, and code that settles at once (`return 1 + 1`) has
+          // finished by then (wake() then does nothing). A session's later steps ask at
+          // once: the tick stays pending from one step to the next, and serves them all
+          // for less than that microtask costs each.
+          if (calls > 1) wake();
+          else promiseThen.call(RESOLVED, wake);
         });
       } finally {
         state.closed = true;
