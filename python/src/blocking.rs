@@ -7,6 +7,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
@@ -23,12 +24,14 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 const SPIN_FOR_ANSWER: Duration = Duration::from_micros(100);
 
 /// On a thread inside [`drive`], waits up to [`SPIN_FOR_ANSWER`] for `ready`, yielding
-/// its CPU meanwhile; on any other thread returns at once. The driving thread polls only
-/// its caller's run, so it would park until the answer came: a quick answer is taken
-/// without waking it again. Elsewhere (tokio's workers) spinning would hold up other
-/// tasks.
+/// its CPU meanwhile. The driving thread polls only its caller's run, so it would park
+/// until the answer came: a quick answer is taken without waking it again. A tokio
+/// worker spins too, but only while the runs it could be driving instead are this one
+/// alone ([`AsyncRun`]): with more in flight it would hold them up. Elsewhere it
+/// returns at once.
 pub(crate) fn spin_until(ready: impl Fn() -> bool) {
-    if !DRIVING.with(Cell::get) {
+    let driving = DRIVING.with(Cell::get);
+    if !driving && !(ON_WORKER.with(Cell::get) && ASYNC_RUNS.load(Ordering::Relaxed) <= 1) {
         return;
     }
     let until = Instant::now() + SPIN_FOR_ANSWER;
@@ -40,6 +43,34 @@ pub(crate) fn spin_until(ready: impl Fn() -> bool) {
 thread_local! {
     /// Whether this thread is inside [`drive`].
     static DRIVING: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread is one of the shared runtime's ([`on_runtime_thread`]).
+    static ON_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The runs and steps started from asyncio that are in progress ([`AsyncRun`]).
+static ASYNC_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Marks the calling thread as one of the shared runtime's (its `on_thread_start`).
+/// Its blocking-pool threads are marked too, but they poll no run but a nested sync
+/// run's, inside [`drive`].
+pub(crate) fn on_runtime_thread() {
+    ON_WORKER.with(|on| on.set(true));
+}
+
+/// One run or step started from asyncio, counted while it is in progress.
+pub(crate) struct AsyncRun(());
+
+impl AsyncRun {
+    pub(crate) fn start() -> Self {
+        ASYNC_RUNS.fetch_add(1, Ordering::Relaxed);
+        AsyncRun(())
+    }
+}
+
+impl Drop for AsyncRun {
+    fn drop(&mut self) {
+        ASYNC_RUNS.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Calls `f` as if inside [`drive`]: a pooled tool call that `f` polls spins for its

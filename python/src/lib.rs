@@ -77,6 +77,7 @@ fn tokio_runtime() -> &'static tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("wasmbox")
+            .on_thread_start(blocking::on_runtime_thread)
             .build()
             .expect("the tokio runtime starts (threads and a timer)")
     })
@@ -312,9 +313,11 @@ impl NativeSandbox {
                 return Ok(future);
             }
         }
+        let counted = blocking::AsyncRun::start();
         tokio_runtime().spawn(async move {
             let outcome = run.await;
             drop(FinishOutput(sink));
+            drop(counted);
             done.finish(outcome, event_loop);
         });
         Ok(future)

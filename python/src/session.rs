@@ -157,7 +157,9 @@ impl NativeSession {
         let future = Py::new(py, RunFuture::new(event_loop.clone_ref(py), token.clone(), true))?;
         let done = Done::new(completions, future.clone_ref(py));
         let (request, sink) = crate::request(code, input, token, on_output);
+        let counted = crate::blocking::AsyncRun::start();
         tokio_runtime().spawn(async move {
+            let _counted = counted;
             let event_loop = Arc::new(event_loop);
             let step = session.run_with(request);
             let outcome = RUN_LOOP.scope(Arc::clone(&event_loop), step).await;

@@ -170,32 +170,53 @@ def test_cancelling_the_task_cancels_the_run(new_loop: Callable[[], asyncio.Abst
     assert Sandbox().run("1 + 1").value == 2
 
 
-@loops
-def test_an_eager_run_starts_on_the_loops_thread(new_loop: Callable[[], asyncio.AbstractEventLoop]) -> None:
+@pytest.mark.parametrize("loop_kind", ["add_reader", "call_soon_threadsafe"])
+def test_an_eager_run_starts_on_the_loops_thread(loop_kind: str) -> None:
     # Until it first waits (here: an async tool call); the rest runs on wasmbox's threads.
-    threads: list[int] = []
+    # In a process of its own whose epoch ticks (60 s apart) cannot end the first slice.
+    script = textwrap.dedent(
+        """
+        import asyncio, sys, threading, wasmbox
+        wasmbox.configure_engine(epoch_tick_ms=60_000)
 
-    def where(n: int) -> int:
-        threads.append(threading.get_ident())
-        return n
+        class LoopWithoutReaders(asyncio.SelectorEventLoop):
+            def add_reader(self, *args):
+                raise NotImplementedError
 
-    sandbox = Sandbox(tools=[wasmbox.Tool(where, inline=True), add, double], scope="all")
-    code = "x = tools.where(n=INPUT)\ny = await tools.double(n=x)\ntools.where(n=y) + tools.add(a=1, b=1)"
+        threads = []
+        def where(n: int) -> int:
+            threads.append(threading.get_ident())
+            return n
+        def add(a: int, b: int) -> int:
+            return a + b
+        async def double(n: int) -> int:
+            await asyncio.sleep(0)
+            return n * 2
 
-    async def main() -> tuple[list[object], int]:
-        outcomes = [await sandbox.run_async(code, 1, eager=True), await sandbox.run_async(code, 2)]
-        outcomes += await asyncio.gather(*(sandbox.run_async(code, i, eager=True) for i in range(10)))
-        js = Sandbox("javascript", tools=[add], scope="all")
-        outcomes.append(await js.run_async("return await tools.add({a: 20, b: 22})", eager=True))
-        outcomes.append(await js.run_async("return 6 * 7", eager=True))
-        assert all(o.is_ok() for o in outcomes), [o for o in outcomes if not o.is_ok()]
-        return [o.value for o in outcomes], threading.get_ident()
+        sandbox = wasmbox.Sandbox(tools=[wasmbox.Tool(where, inline=True), add, double], scope="all")
+        code = "x = tools.where(n=INPUT)\\ny = await tools.double(n=x)\\ntools.where(n=y) + tools.add(a=1, b=1)"
 
-    values, loop_thread = run_on(new_loop, main())
-    assert values == [4, 6] + [2 * i + 2 for i in range(10)] + [42, 42]
-    assert threads[0] == loop_thread  # eager: its first slice on the loop's thread
-    assert threads[1] != loop_thread  # after the async call: on a thread of wasmbox's
-    assert loop_thread not in threads[2:4]  # not eager: none on the loop's thread
+        async def main():
+            outcomes = [await sandbox.run_async(code, 1, eager=True), await sandbox.run_async(code, 2)]
+            outcomes += await asyncio.gather(*(sandbox.run_async(code, i, eager=True) for i in range(10)))
+            js = wasmbox.Sandbox("javascript", tools=[add], scope="all")
+            outcomes.append(await js.run_async("return await tools.add({a: 20, b: 22})", eager=True))
+            outcomes.append(await js.run_async("return 6 * 7", eager=True))
+            assert all(o.is_ok() for o in outcomes), [o for o in outcomes if not o.is_ok()]
+            return [o.value for o in outcomes], threading.get_ident()
+
+        loop = asyncio.new_event_loop() if sys.argv[1] == "add_reader" else LoopWithoutReaders()
+        values, loop_thread = loop.run_until_complete(main())
+        assert values == [4, 6] + [2 * i + 2 for i in range(10)] + [42, 42], values
+        first, after_async, not_eager = threads[0], threads[1], threads[2:4]
+        print(first == loop_thread, after_async == loop_thread, loop_thread in not_eager)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script, loop_kind], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # The eager run's first slice on the loop's thread; after the async call, and all of
+    # the run that was not eager, on threads of wasmbox's.
+    assert done.stdout.split() == ["True", "False", "False"]
 
 
 def test_a_run_future_is_a_future_to_asyncio() -> None:
