@@ -30,6 +30,7 @@ import time
 import traceback
 import types
 import unicodedata
+import warnings
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -1077,7 +1078,16 @@ def _compile(code, filename=_CODE_NAME, namespace=None):
     """The run's code as (body, more, last, value), each a code object or None: `body`
     and then `more` are run with exec, then `last` with the capturing displayhook
     (_run_last) or `value` with eval, which returns the code's value. Raises SyntaxError
-    or ValueError."""
+    or ValueError. `namespace` is a session's module dict (None in a run)."""
+    keep = namespace is not None and code != ""  # a session's step with code
+    if keep:
+        entry = _COMPILED.get(code)
+        if (entry is not None and entry[1] == _filter_changes[0] and entry[0] == tuple(_WARNINGS.filters)
+                and getattr(_WARNINGS, _MUTATED) is _count_mutation):
+            body, more, last, value = entry[2]
+            return (body and _renamed(body, filename), more and _renamed(more, filename),
+                    last and _renamed(last, filename), value and _renamed(value, filename))
+        shown = _shown[0]
     # The parser reads identifiers NFKC-normalised (`ｇather` is `gather`); so does the test.
     text = code if code.isascii() else unicodedata.normalize("NFKC", code)
     if _TREE_WORDS.search(text) is None:
@@ -1086,6 +1096,10 @@ def _compile(code, filename=_CODE_NAME, namespace=None):
         except (SyntaxError, ValueError):
             compiled = None  # the tree's path reports it as before
         if compiled is not None:
+            if keep and shown == _shown[0] and _WARNINGS._showwarnmsg is _count_shown:
+                if len(_COMPILED) >= _MAX_COMPILED:
+                    del _COMPILED[next(iter(_COMPILED))]
+                _COMPILED[code] = (tuple(_WARNINGS.filters), _filter_changes[0], compiled)
             return compiled
     tree = ast.parse(code, filename, "exec")
     rewrite = _REWRITER_WORDS.search(text) is not None
@@ -1099,6 +1113,53 @@ def _compile(code, filename=_CODE_NAME, namespace=None):
     if rewrite:
         ast.fix_missing_locations(tree)  # the rewriter's new nodes; the two above have theirs
     return compile(tree, filename, "exec", flags=_FLAGS, dont_inherit=True), None, None, None
+
+
+# A session's steps compiled from their source, by source text: a step whose text an
+# earlier step had runs that step's code objects, under its own filename, instead of
+# compiling the text again (compile() is most of a step: docs/performance.md, "Session
+# steps"). Code objects are immutable and exec'd any number of times; what compile()
+# did besides returning them is warn (SyntaxWarning). So an entry is made only when the
+# compile showed no warning, and used only while the warning filters are those it was
+# compiled under and unchanged since: no call that changed them (which also makes a
+# warning once suppressed as already shown show again) and no edit of the list. The
+# tree's path, whose rewrite depends on what earlier steps bound, is not kept; neither
+# is anything of a run (a fresh instance compiles each text once anyway).
+_COMPILED = {}
+_MAX_COMPILED = 32
+_CodeType = types.CodeType
+_WARNINGS = warnings
+_shown = [0]  # warnings shown so far (the C warnings machinery calls _showwarnmsg)
+_filter_changes = [0]  # calls that changed the filters (simplefilter, catch_warnings, ...)
+
+
+def _count_shown(msg, _show=warnings._showwarnmsg):
+    _shown[0] += 1
+    _show(msg)
+
+
+# What the warnings module's functions call when they change the filters: named so
+# since 3.13 (_filters_mutated before).
+_MUTATED = "_filters_mutated_lock_held" if hasattr(warnings, "_filters_mutated_lock_held") else "_filters_mutated"
+
+
+def _count_mutation(_mutated=getattr(warnings, _MUTATED)):
+    _filter_changes[0] += 1
+    _mutated()
+
+
+warnings._showwarnmsg = _count_shown
+setattr(warnings, _MUTATED, _count_mutation)
+
+
+def _renamed(code, filename):
+    """`code` (and the code objects in it: functions, classes, comprehensions) with the
+    filename of the step that runs it, for its tracebacks and the source they show."""
+    consts = code.co_consts
+    if _CodeType in map(type, consts):
+        consts = tuple(_renamed(c, filename) if type(c) is _CodeType else c for c in consts)
+        return code.replace(co_filename=filename, co_consts=consts)
+    return code.replace(co_filename=filename)
 
 
 def _compile_source(code, filename):
@@ -1230,19 +1291,6 @@ _kept_steps = []
 _kept_chars = 0  # the sizes in _kept_steps, summed
 
 
-def _keep_source(filename, code, lines):
-    global _kept_chars
-    # mtime None keeps linecache.checkcache from dropping it.
-    linecache.cache[filename] = (len(code), None, lines, filename)
-    _kept_steps.append((filename, len(code)))
-    _kept_chars += len(code)
-    if len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS:
-        while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS):
-            old, size = _kept_steps.pop(0)
-            linecache.cache.pop(old, None)
-            _kept_chars -= size
-
-
 def _drop_current_loop():
     # A loop left by asyncio.get_event_loop()/new_event_loop() must not outlive its run.
     # Most runs leave none, and then there is nothing to do.
@@ -1257,14 +1305,14 @@ def _drop_current_loop():
 
 def _execute(code, input_json):
     """One run. Returns the JSON text of its value or raises _Failure(variant)."""
-    global _state, _calls, _session_module
+    global _state, _calls, _session_module, _kept_chars
     _state = _RunState()
     if _STARTED:  # an earlier step's calls, which its loop never awaited
         _STARTED.clear()
     _calls += 1
     step = _calls - 1  # 0 for a run (or a session's opening call)
 
-    if input_json.strip() in ("", "null"):
+    if input_json == "null" or input_json.strip() in ("", "null"):
         input_value = None
     else:
         try:
@@ -1285,10 +1333,24 @@ def _execute(code, input_json):
         linecache.cache[_CODE_NAME] = (len(code), None, lines, _CODE_NAME)
         module = _session_module = _fresh_module(input_value)
     else:
-        _keep_source(filename, code, lines)
-        _give_names(module, input_value)
+        # The step's source, kept for tracebacks (each of these is a call fewer per step
+        # inline: docs/performance.md, "Session steps"); mtime None keeps
+        # linecache.checkcache from dropping it.
+        size = len(code)
+        linecache.cache[filename] = (size, None, lines, filename)
+        _kept_steps.append((filename, size))
+        _kept_chars += size
+        if len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS:
+            while len(_kept_steps) > 1 and (len(_kept_steps) > _MAX_KEPT_STEPS or _kept_chars > _MAX_KEPT_CHARS):
+                old, size = _kept_steps.pop(0)
+                linecache.cache.pop(old, None)
+                _kept_chars -= size
+        # The names the code sees, again (code may have rebound them), as _give_names.
+        namespace = module.__dict__
+        namespace.update(_NAMES)
+        namespace["INPUT"] = input_value
         # The value of this step's final expression, not an earlier step's.
-        module.__dict__.pop(_H_LAST, None)
+        namespace.pop(_H_LAST, None)
     # A real __main__ module: dataclasses, typing and enum look classes' modules up there.
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = module
@@ -1313,7 +1375,8 @@ def _execute(code, input_json):
             sys.modules["__main__"] = saved_main
         else:
             sys.modules.pop("__main__", None)
-        _drop_current_loop()
+        if getattr(getattr(_POLICY, "_local", None), "_loop", None) is not None:
+            _drop_current_loop()
     if _state.violation is not None:  # latched: guest code may have swallowed it
         raise _Failure(RunError_Contract(_state.violation))
 
@@ -1325,6 +1388,12 @@ def _execute(code, input_json):
         value = module.__dict__.get(_H_LAST)
     if value is None:
         return "null"
+    kind = type(value)
+    if kind is int or kind is str and value.isascii():  # what _to_json would do, less its checks
+        try:
+            return _encode(value, 0)[0]
+        except ValueError:
+            pass  # an int over the digit limit: _to_json says so
     text, problem = _to_json(value)
     if problem:
         raise _Failure(RunError_Contract(_clean("result is not JSON: %s" % problem[0])))
@@ -1332,13 +1401,7 @@ def _execute(code, input_json):
 
 
 def _flush_stdio():
-    # The host reads stdout/stderr from pipes after the run; buffered text must be out.
-    # The streams _fix_stdio made hold nothing back (write-through over a raw stream that
-    # writes everything), so while they are in place, unchanged, there is nothing to do.
     out, err, out0, err0 = sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__
-    if (out is _OWN_STDIO[0] and err is _OWN_STDIO[1] and out0 is out and err0 is err
-            and out.write_through and err.write_through):  # reconfigure() could change it
-        return
     _flush(out)
     if err is not out:
         _flush(err)
@@ -1381,7 +1444,14 @@ class Runner(exports.Runner):
         except BaseException:
             pass
         finally:
-            _flush_stdio()
+            # The host reads stdout/stderr from pipes after the run: buffered text must be
+            # out. The streams _fix_stdio made hold nothing back (write-through over a raw
+            # stream that writes everything), so while they are in place, unchanged, there
+            # is nothing to flush (reconfigure() could change write_through).
+            out, err = sys.stdout, sys.stderr
+            if not (out is _OWN_STDIO[0] and err is _OWN_STDIO[1] and sys.__stdout__ is out
+                    and sys.__stderr__ is err and out.write_through and err.write_through):
+                _flush_stdio()
         if failure is not None:
             raise Err(failure)
         return return_value
@@ -1402,6 +1472,7 @@ def _warm_up():
         linecache.cache.pop(name, None)
     _kept_steps.clear()
     _kept_chars = 0
+    _COMPILED.clear()
     _calls = 0
     _session_module = None
     _state = _RunState()

@@ -908,10 +908,68 @@ class SessionTests(Base):
         self.assertEqual(len(app._kept_steps), app._MAX_KEPT_STEPS)
         self.assertNotIn("<code-1>", app.linecache.cache)
 
+    def test_a_repeated_step_runs_its_earlier_code_under_its_own_name(self):
+        fresh_instance()
+        self.step("")
+        code = "def f():\n    return [1 / i for i in (1, 0)]\nx = 1\nf()"
+        for n in (1, 2, 3):
+            kind, payload = self.step(code)[:2]
+            self.assertEqual(kind, "RunError_Exception")
+            self.assertIn('File "<code-%d>", line 4, in <module>\n    f()' % n, payload.traceback)
+            self.assertIn('File "<code-%d>", line 2, in f' % n, payload.traceback)
+        self.assertIn(code, app._COMPILED)
+        self.assertEqual([self.step("1 + 1")[:2] for _ in range(3)], [("ok", 2)] * 3)
+        self.assertEqual(self.step("import sys\nsys._getframe().f_code.co_filename")[1], "<code-7>")
+        self.assertEqual(self.step("import sys\nsys._getframe().f_code.co_filename")[1], "<code-8>")
+        for n in range(app._MAX_COMPILED + 5):
+            self.step("%d" % n)
+        self.assertEqual(len(app._COMPILED), app._MAX_COMPILED)
+
+    def test_a_repeated_step_warns_as_a_compile_would(self):
+        import warnings
+        code = "x = 1\n1 is 1"
+        changes = [
+            None, None, lambda: warnings.simplefilter("default"), None, None,
+            lambda: warnings.simplefilter("default"),  # the same list, but a change
+            None, warnings.resetwarnings, None, None, lambda: warnings.simplefilter("ignore"), None,
+            None, lambda: warnings.filters.insert(0, ("always", None, Warning, None, 0)), None,
+            lambda: warnings.filters.pop(0), None, lambda: warnings.simplefilter("always"), None, None,
+            lambda: warnings.simplefilter("error"), None,
+        ]
+
+        def steps():
+            fresh_instance()
+            self.step("")
+            seen = []
+            with warnings.catch_warnings(record=True) as got:
+                warnings.resetwarnings()
+                for change in changes:
+                    if change:
+                        change()
+                    seen.append((len(got), self.step(code)[0]))
+            return seen
+
+        class NoCache(dict):
+            def __setitem__(self, key, value):
+                pass
+
+        cached = steps()
+        self.assertIn(code, app._COMPILED)  # it was used
+        kept = app._COMPILED
+        try:
+            app._COMPILED = NoCache()
+            self.assertEqual(cached, steps())
+        finally:
+            app._COMPILED = kept
+        # The tree's path (its rewrite depends on the module) is not kept.
+        self.step("await tools.add(a=1, b=1)")
+        self.assertNotIn("await tools.add(a=1, b=1)", app._COMPILED)
+
     def test_the_build_warm_up_leaves_a_fresh_instance(self):
         main, hook = sys.modules.get("__main__"), sys.displayhook
         app._warm_up()
-        self.assertEqual((app._calls, app._session_module, app._kept_steps, app._kept_chars), (0, None, [], 0))
+        self.assertEqual((app._calls, app._session_module, app._kept_steps, app._kept_chars, app._COMPILED),
+                         (0, None, [], 0, {}))
         self.assertEqual([name for name in app.linecache.cache if name.startswith("<code")], [])
         self.assertIs(sys.modules.get("__main__"), main)
         self.assertIs(sys.displayhook, hook)

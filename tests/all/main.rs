@@ -20,6 +20,7 @@ mod python_broker;
 mod python_guest;
 mod python_isolation;
 mod python_limits;
+mod python_step_cache;
 mod python_tools;
 mod sessions;
 mod support;
