@@ -1523,7 +1523,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       // this run (see provide). Indexed loops: for-of runs interpreted self-hosted code here
       // (see writeJson). Not before a runner's first run: no code has run since the names
       // were provided (at build time, for an instance fresh from the snapshot), and the
-      // fifteen checks were a sixth of a fresh trivial run (docs/performance.md).
+      // fifteen checks were much of a fresh trivial run's cost (docs/performance.md).
       if (calls !== 0) for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
       // Only code that names a combinator needs it (a global a run defines costs it fuel).
       if (code.includes('Promise')) provide(DEFER, toolCalls.defer);
@@ -1589,12 +1589,12 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
           };
           promiseThen.call(fn(keep), (value) => finish({ value }), (error) => finish({ error }));
           // The tick only matters to a run still pending after its first microtasks, and
-          // asking the engine for one costs a fresh instance's run ~50k fuel, an eighth of
-          // a trivial one: so a runner's first run asks from a microtask queued after the
-          // code's first ones, and code that settles at once (`return 1 + 1`) has
-          // finished by then (wake() then does nothing). A session's later steps ask at
-          // once: the tick stays pending from one step to the next, and serves them all
-          // for less than that microtask costs each.
+          // asking the engine for one (a setTimeout) is dear (docs/performance.md): so a
+          // runner's first run asks from a microtask queued after the code's first ones,
+          // and code that settles at once (`return 1 + 1`) has finished by then (wake()
+          // then does nothing). A session's later steps ask at once: the tick stays
+          // pending from one step to the next, and serves them all for less than that
+          // microtask costs each.
           if (calls > 1) wake();
           else promiseThen.call(RESOLVED, wake);
         });

@@ -11,6 +11,7 @@ mod guest_faults;
 mod instance_pool;
 mod js_batteries;
 mod js_files;
+mod js_guest_runs;
 mod js_session_memory;
 mod live_output;
 mod overlapping_calls;
