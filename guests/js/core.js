@@ -91,6 +91,12 @@ function describeNonJson(v) {
  * exactly; anything else goes to writeJson, which names the problem.
  */
 export function toJson(value) {
+  // A finite number, a boolean or null (W1's value): JSON.stringify's text, which for
+  // these is String's (stringify calls toJSON on objects and BigInts only), without the
+  // checks a container needs.
+  if (typeof value === 'number' ? value - value === 0 : value === null || typeof value === 'boolean') {
+    return { text: String(value) };
+  }
   const text = plainJsonText(value);
   return text !== undefined ? { text } : writeJson(value);
 }
@@ -1532,13 +1538,16 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
       current = state;
       idleTurns = 0;
-      toolCalls.inFlight.clear(); // what an earlier run left in flight is no part of this one
+      // what an earlier run left in flight is no part of this one
+      if (toolCalls.inFlight.size !== 0) toolCalls.inFlight.clear();
 
       let fn;
       let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
       headerLines = HEADER_LINES;
       try {
-        const source = deferToolCalls(hideDynamicImport(code));
+        // Both return code without these words as it is: a test here saves two calls.
+        const source = code.includes('Promise') || code.includes('import')
+          ? deferToolCalls(hideDynamicImport(code)) : code;
         const step = ++calls > 1;
         // Code without these words declares nothing to keep, and the tokenizer is then most
         // of a step's cost.
