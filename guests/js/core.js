@@ -1514,10 +1514,11 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       // Promise.prototype.then cannot leave the export unsettled (bindings/export_run.js).
       // The whole run in this one async function: a second one, awaited from here, cost
       // every run ~34k fuel (docs/performance.md).
-      const code = String(codeArg);
-      const inputJson = String(inputArg);
+      // The bindings pass strings; a test costs less than the call.
+      const code = typeof codeArg === 'string' ? codeArg : String(codeArg);
+      const inputJson = typeof inputArg === 'string' ? inputArg : String(inputArg);
       let input = null;
-      if (!['', 'null'].includes(inputJson.trim())) {
+      if (inputJson !== 'null' && inputJson !== '' && !['', 'null'].includes(inputJson.trim())) {
         try {
           input = parse(inputJson);
         } catch (e) {
@@ -1532,9 +1533,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       // fifteen checks were much of a fresh trivial run's cost (docs/performance.md).
       if (calls !== 0) for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
       // Only code that names a combinator needs it (a global a run defines costs it fuel).
-      if (code.includes('Promise')) provide(DEFER, toolCalls.defer);
+      const namesPromise = code.includes('Promise');
+      if (namesPromise) provide(DEFER, toolCalls.defer);
       if (input !== null) define('INPUT', input);
-      else provide('INPUT', null);
+      else if (calls !== 0) provide('INPUT', null); // a first run finds it null (createRunner)
       const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
       current = state;
       idleTurns = 0;
@@ -1546,7 +1548,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       headerLines = HEADER_LINES;
       try {
         // Both return code without these words as it is: a test here saves two calls.
-        const source = code.includes('Promise') || code.includes('import')
+        const source = namesPromise || code.includes('import')
           ? deferToolCalls(hideDynamicImport(code)) : code;
         const step = ++calls > 1;
         // Code without these words declares nothing to keep, and the tokenizer is then most
