@@ -302,24 +302,13 @@ impl NativeSandbox {
         let future = Py::new(py, RunFuture::new(event_loop.clone_ref(py), token.clone(), false))?;
         let done = Done::new(completions, future.clone_ref(py));
         let (request, sink) = request(code, input, token, on_output);
-        let event_loop = Arc::new(event_loop);
         let sandbox = Arc::clone(&self.sandbox);
-        let run = async move { sandbox.run_with(request.files(files)).await };
-        let mut run = Box::pin(RUN_LOOP.scope(Arc::clone(&event_loop), run));
-        if eager {
-            if let Poll::Ready(outcome) = py.detach(|| poll_once(run.as_mut())) {
-                drop(FinishOutput(sink));
-                RunFuture::settle(future.bind(py), Bound::new(py, PyOutcome::new(outcome))?)?;
-                return Ok(future);
-            }
-        }
-        let counted = blocking::AsyncRun::start();
-        tokio_runtime().spawn(async move {
-            let outcome = run.await;
+        let run = async move {
+            let outcome = sandbox.run_with(request.files(files)).await;
             drop(FinishOutput(sink));
-            drop(counted);
-            done.finish(outcome, event_loop);
-        });
+            outcome
+        };
+        launch(py, run, event_loop, &future, done, eager)?;
         Ok(future)
     }
 
@@ -356,13 +345,41 @@ impl Drop for FinishOutput {
     }
 }
 
-/// Polls `run` once on this thread, in the shared runtime's context (its timers, its
-/// blocking pool), with a waker that does nothing: a run still pending is spawned on
+/// Starts `work` (a run or a session step, and what must happen once it ends) for
+/// `run_async`, with `event_loop` as its loop for async tools. With `eager` it is polled
+/// once on this thread first, and a `work` that ends there settles `future` at once;
+/// otherwise it goes on on the shared runtime, and `done` hands its outcome to the loop.
+fn launch(
+    py: Python<'_>,
+    work: impl Future<Output = wasmbox::Outcome> + Send + 'static,
+    event_loop: Py<PyAny>,
+    future: &Py<RunFuture>,
+    done: Done,
+    eager: bool,
+) -> PyResult<()> {
+    let event_loop = Arc::new(event_loop);
+    let mut work = Box::pin(RUN_LOOP.scope(Arc::clone(&event_loop), work));
+    if eager {
+        if let Poll::Ready(outcome) = py.detach(|| poll_once(work.as_mut())) {
+            return RunFuture::settle(future.bind(py), Bound::new(py, PyOutcome::new(outcome))?);
+        }
+    }
+    let counted = blocking::AsyncRun::start();
+    tokio_runtime().spawn(async move {
+        let outcome = work.await;
+        drop(counted);
+        done.finish(outcome, event_loop);
+    });
+    Ok(())
+}
+
+/// Polls `work` once on this thread, in the shared runtime's context (its timers, its
+/// blocking pool), with a waker that does nothing: work still pending is spawned on
 /// that runtime next, which polls it again at once. A pooled tool call spins briefly for
 /// its answer, as under a sync `run`, so that a quick one does not end the poll.
-fn poll_once<F: Future>(run: Pin<&mut F>) -> Poll<F::Output> {
+fn poll_once<F: Future>(work: Pin<&mut F>) -> Poll<F::Output> {
     let _context = tokio_runtime().enter();
-    blocking::as_driver(|| run.poll(&mut Context::from_waker(Waker::noop())))
+    blocking::as_driver(|| work.poll(&mut Context::from_waker(Waker::noop())))
 }
 
 /// Runs `code` `iterations` times through the Rust API alone, from this thread, and

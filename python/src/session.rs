@@ -20,8 +20,7 @@ use wasmbox::{CancelToken, Sandbox, Session, SessionConfig, SessionError, Status
 use crate::blocking::drive;
 use crate::loop_completions::{Done, LoopCompletions, RunFuture};
 use crate::outcome::PyOutcome;
-use crate::tools::RUN_LOOP;
-use crate::{convert, tokio_runtime, FinishOutput, NativeSandbox};
+use crate::{convert, FinishOutput, NativeSandbox};
 
 /// A session of a `NativeSandbox`, made by `wasmbox.Sandbox.session`.
 #[pyclass(frozen, module = "wasmbox._native")]
@@ -135,10 +134,11 @@ impl NativeSession {
 
     /// Starts `code` as the next step on the package's tokio threads and returns its
     /// [`RunFuture`] at once; `on_output(stream, text)` is called as the guest writes, and
-    /// the outcome reaches `event_loop` as for `NativeSandbox.start`. Async tools run on
-    /// `event_loop`. Cancelling the future cancels the step, and the awaiting task hears
-    /// of it once the step has stopped.
-    #[pyo3(signature = (code, input, event_loop, completions, on_output=None))]
+    /// the outcome reaches `event_loop` as for `NativeSandbox.start`, `eager` too. Async
+    /// tools run on `event_loop`. Cancelling the future cancels the step, and the awaiting
+    /// task hears of it once the step has stopped.
+    #[pyo3(signature = (code, input, event_loop, completions, on_output=None, eager=false))]
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         py: Python<'_>,
@@ -147,6 +147,7 @@ impl NativeSession {
         event_loop: Py<PyAny>,
         completions: Option<Bound<'_, LoopCompletions>>,
         on_output: Option<Py<PyAny>>,
+        eager: bool,
     ) -> PyResult<Py<RunFuture>> {
         let input = convert::from_py(input)?;
         let busy = Busy::take(py, &self.busy)?;
@@ -157,18 +158,15 @@ impl NativeSession {
         let future = Py::new(py, RunFuture::new(event_loop.clone_ref(py), token.clone(), true))?;
         let done = Done::new(completions, future.clone_ref(py));
         let (request, sink) = crate::request(code, input, token, on_output);
-        let counted = crate::blocking::AsyncRun::start();
-        tokio_runtime().spawn(async move {
-            let _counted = counted;
-            let event_loop = Arc::new(event_loop);
-            let step = session.run_with(request);
-            let outcome = RUN_LOOP.scope(Arc::clone(&event_loop), step).await;
+        let step = async move {
+            let outcome = session.run_with(request).await;
             drop(FinishOutput(sink));
             // Free before the caller hears of the outcome, so that its next step can start.
             drop(busy);
             drop(session);
-            done.finish(outcome, event_loop);
-        });
+            outcome
+        };
+        crate::launch(py, step, event_loop, &future, done, eager)?;
         Ok(future)
     }
 

@@ -202,21 +202,23 @@ def test_an_eager_run_starts_on_the_loops_thread(loop_kind: str) -> None:
             js = wasmbox.Sandbox("javascript", tools=[add], scope="all")
             outcomes.append(await js.run_async("return await tools.add({a: 20, b: 22})", eager=True))
             outcomes.append(await js.run_async("return 6 * 7", eager=True))
+            async with sandbox.session() as session:  # a session's step, eager
+                outcomes.append(await session.run_async("tools.where(n=INPUT)", 42, eager=True))
             assert all(o.is_ok() for o in outcomes), [o for o in outcomes if not o.is_ok()]
             return [o.value for o in outcomes], threading.get_ident()
 
         loop = asyncio.new_event_loop() if sys.argv[1] == "add_reader" else LoopWithoutReaders()
         values, loop_thread = loop.run_until_complete(main())
-        assert values == [4, 6] + [2 * i + 2 for i in range(10)] + [42, 42], values
-        first, after_async, not_eager = threads[0], threads[1], threads[2:4]
-        print(first == loop_thread, after_async == loop_thread, loop_thread in not_eager)
+        assert values == [4, 6] + [2 * i + 2 for i in range(10)] + [42, 42, 42], values
+        first, after_async, not_eager, step = threads[0], threads[1], threads[2:4], threads[-1]
+        print(first == loop_thread, after_async == loop_thread, loop_thread in not_eager, step == loop_thread)
         """
     )
     done = subprocess.run([sys.executable, "-c", script, loop_kind], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     # The eager run's first slice on the loop's thread; after the async call, and all of
-    # the run that was not eager, on threads of wasmbox's.
-    assert done.stdout.split() == ["True", "False", "False"]
+    # the run that was not eager, on threads of wasmbox's; the eager step on the loop's.
+    assert done.stdout.split() == ["True", "False", "False", "True"]
 
 
 def test_a_run_future_is_a_future_to_asyncio() -> None:

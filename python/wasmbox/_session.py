@@ -48,14 +48,21 @@ class Session:
         return self._native.run(code, input, on_output)
 
     async def run_async(
-        self, code: str, input: Any = None, *, on_output: Callable[[str, str], Any] | None = None
+        self,
+        code: str,
+        input: Any = None,
+        *,
+        on_output: Callable[[str, str], Any] | None = None,
+        eager: bool = False,
     ) -> Outcome:
         """Like `run`, awaiting the outcome without blocking the event loop. Async tools
         run on this loop; cancelling the awaiting task cancels the step, which ends the
         session: the task's ``CancelledError`` comes once the step has stopped.
-        ``on_output`` is called from one of wasmbox's threads, not the loop's."""
+        ``on_output`` is called from one of wasmbox's threads, not the loop's.
+        ``eager=True`` runs the step on the loop's thread until it would wait, blocking
+        the loop meanwhile, as `Sandbox.run_async` does."""
         loop = get_running_loop()
-        return await self._native.start(code, input, loop, completions_of(loop), on_output)
+        return await self._native.start(code, input, loop, completions_of(loop), on_output, eager)
 
     def reset(self) -> None:
         """Starts the session again on a fresh instance: nothing of the earlier steps
