@@ -224,6 +224,66 @@ mod guest {
     }
 }
 
+/// A pool slot that a heavy run dirtied does not keep the heavy run's pages for the
+/// light runs after it, each of whose resets would copy them all back: it lets go of
+/// them at once when the heavy run follows light ones, and within 64 resets when the
+/// heavy run came first (vendor/README.md, "Letting go of a heavy run's pages").
+#[tokio::test]
+async fn a_heavy_run_leaves_no_large_resident_set_to_the_light_runs_after_it() {
+    if !wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+        eprintln!("no PAGEMAP_SCAN here: slots are reset by decommitting, nothing stays resident");
+        return;
+    }
+    // Both runs grow the heap by 10,000 pages (40 MiB), so both resets scan it; the
+    // light one writes only the guest's statics (~2.5 MiB), the heavy one also every
+    // other page of the heap (~20 MiB, of which the slot keeps 16 MiB).
+    const LIGHT: bool = false;
+    const HEAVY: bool = true;
+
+    let fresh = fresh_scribble_pool();
+    let light = fresh.kept_after(LIGHT).await;
+    assert!(light > 0, "the light run's pages are kept resident");
+    let bound = 2 * light + (1 << 20);
+    fresh.kept_after(LIGHT).await;
+    fresh.kept_after(HEAVY).await;
+    let after = fresh.kept_after(LIGHT).await;
+    assert!(after <= bound, "{after} bytes kept after heavy then light, {light} after light alone");
+
+    let heavy_first = fresh_scribble_pool();
+    let heavy = heavy_first.kept_after(HEAVY).await;
+    assert!(heavy > bound, "{heavy} bytes kept after the heavy run");
+    let mut after = heavy;
+    for _ in 0..64 {
+        after = heavy_first.kept_after(LIGHT).await;
+    }
+    assert!(after <= bound, "{after} bytes kept after a heavy run and 64 light ones, {light} after light alone");
+}
+
+/// The scribble guest on an engine of its own that runs one run at a time,
+/// instantiated and dropped inline, so each run reuses the slot the last one left.
+fn fresh_scribble_pool() -> ScribblePool {
+    let config = wasmbox::EngineConfig { max_concurrent_runs: 1, prepared_instances: 0, ..Default::default() };
+    let engine = wasmbox::Engine::new(config).expect("engine");
+    let runtime = Runtime::from_file_with(&engine, &guest_path("scribble"), ImportPolicy::Strict)
+        .unwrap_or_else(|err| panic!("{err} (run `cargo xtask guests`)"));
+    ScribblePool { guest: Sandbox::new(runtime, support::tools()), engine }
+}
+
+struct ScribblePool {
+    guest: Sandbox,
+    engine: wasmbox::Engine,
+}
+
+impl ScribblePool {
+    /// Runs the guest, writing its heap or not; the bytes the pool keeps resident
+    /// afterwards.
+    async fn kept_after(&self, write_heap: bool) -> u64 {
+        let outcome = run(&self.guest, "", json!({ "heap_pages": 10_000, "write_heap": write_heap })).await;
+        assert_eq!(outcome.status, Status::Ok, "{:?}", outcome.error);
+        self.engine.metrics().pool_resident_bytes
+    }
+}
+
 #[tokio::test]
 async fn an_infinite_loop_exhausts_a_fuel_budget() {
     let runtime = load_on(&support::fuel_engine(), "infinite_loop", ImportPolicy::Strict);

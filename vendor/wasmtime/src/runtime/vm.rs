@@ -160,6 +160,9 @@ pub use module_id::CompiledModuleId;
 mod byte_count;
 #[cfg(has_virtual_memory)]
 mod cow;
+// wasmbox: a slot's memory residency policy (used by `cow`).
+#[cfg(has_virtual_memory)]
+mod slot_residency;
 #[cfg(not(has_virtual_memory))]
 mod cow_disabled;
 #[cfg(has_virtual_memory)]

@@ -5,6 +5,7 @@ use super::sys::DecommitBehavior;
 use crate::Engine;
 use crate::prelude::*;
 use crate::runtime::vm::mpk::ProtectionKey;
+use crate::runtime::vm::slot_residency::SlotResidency;
 use crate::runtime::vm::sys::vm::{self, MemoryImageSource, PageMap, reset_with_pagemap};
 use crate::runtime::vm::{
     HostAlignedByteCount, MmapOffset, ModuleMemoryImageSource, host_page_size,
@@ -346,6 +347,10 @@ pub struct MemoryImageSlot {
     /// `mmap` resets the affected pages back to the default key 0 which is
     /// accessible from every stripe.
     pkey: Option<ProtectionKey>,
+
+    /// wasmbox: what this slot's in-place resets kept resident, to decide when it
+    /// should let go of all of it instead (`slot_residency`).
+    residency: SlotResidency,
 }
 
 impl fmt::Debug for MemoryImageSlot {
@@ -381,6 +386,7 @@ impl MemoryImageSlot {
             image: None,
             dirty: false,
             pkey,
+            residency: SlotResidency::default(),
         }
     }
 
@@ -587,13 +593,33 @@ impl MemoryImageSlot {
         &mut self,
         pagemap: Option<&PageMap>,
         keep_resident: HostAlignedByteCount,
-        decommit: impl FnMut(*mut u8, usize),
+        mut decommit: impl FnMut(*mut u8, usize),
     ) -> usize {
         assert_eq!(
             vm::decommit_behavior(),
             DecommitBehavior::RestoreOriginalMapping
         );
 
+        let kept =
+            unsafe { self.reset_in_place_or_decommit(pagemap, keep_resident, &mut decommit) };
+        // wasmbox: a slot whose resident set grew well past what one instance needs
+        // lets go of it (`slot_residency`): the memory was just reset, so decommitting
+        // all of it leaves it pristine too, and the next instance faults in only what
+        // it touches.
+        if pagemap.is_some() && kept > 0 && self.residency.should_let_go(kept) {
+            decommit(self.base.as_mut_ptr(), self.accessible.byte_count());
+            return 0;
+        }
+        kept
+    }
+
+    /// wasmbox: the body of `reset_with_original_mapping` before the residency check.
+    unsafe fn reset_in_place_or_decommit(
+        &mut self,
+        pagemap: Option<&PageMap>,
+        keep_resident: HostAlignedByteCount,
+        decommit: impl FnMut(*mut u8, usize),
+    ) -> usize {
         unsafe {
             return match &self.image {
                 // If there's a backing image then manually resetting a region
