@@ -227,14 +227,18 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Repl(args) => repl::repl(*args).await,
         Command::Mcp(args) => mcp_command::serve(*args).await,
         Command::Isolation => {
+            let mut lines = String::new();
             for name in wasmbox::ISOLATION_NAMES {
                 let isolation: Isolation = name.parse()?;
                 match isolation.check_available() {
-                    Ok(()) => println!("{name}: available"),
-                    Err(wasmbox::Error::Isolation { reason, .. }) => println!("{name}: unavailable: {reason}"),
-                    Err(other) => println!("{name}: unavailable: {other}"),
+                    Ok(()) => lines.push_str(&format!("{name}: available\n")),
+                    Err(wasmbox::Error::Isolation { reason, .. }) => {
+                        lines.push_str(&format!("{name}: unavailable: {reason}\n"))
+                    }
+                    Err(other) => lines.push_str(&format!("{name}: unavailable: {other}\n")),
                 }
             }
+            print_stdout(&lines)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker { args } => {
@@ -250,7 +254,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::DescribeTools(args) => {
-            std::io::stdout().lock().write_all(describe_tools::describe(&args)?.as_bytes())?;
+            print_stdout(&describe_tools::describe(&args)?)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -275,7 +279,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let request = RunRequest::new(code).input(input).files(files);
     if args.json {
         let outcome = sandbox.run_with(request).await;
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        print_stdout(&format!("{}\n", serde_json::to_string_pretty(&outcome)?))?;
         return finish_run(&args, outcome);
     }
     // People see the output as the script writes it; the outcome's copy is not printed
@@ -390,16 +394,16 @@ impl Progress {
 /// ([`terminal_text`]); a pipe gets the text unchanged.
 fn print_human(outcome: &Outcome) -> Result<()> {
     use terminal_text::escape_on_terminal as shown;
-    let mut out = std::io::stdout().lock();
-    let terminal = out.is_terminal();
+    let terminal = std::io::stdout().is_terminal();
+    let mut text = String::new();
     if outcome.stdout.truncated {
-        writeln!(out, "\n[stdout truncated]")?;
+        text.push_str("\n[stdout truncated]\n");
     }
     if let Some(value) = outcome.value.as_ref().filter(|v| !v.is_null()) {
         // JSON escapes C0 controls in strings, but not DEL, C1 or bidi controls.
-        writeln!(out, "{}", shown(&value.to_string(), terminal))?;
+        text.push_str(&format!("{}\n", shown(&value.to_string(), terminal)));
     }
-    out.flush()?;
+    print_stdout(&text)?;
     let mut err = std::io::stderr().lock();
     let terminal = err.is_terminal();
     if let Some(error) = &outcome.error {
@@ -413,6 +417,16 @@ fn print_human(outcome: &Outcome) -> Result<()> {
         writeln!(err, "{}", shown(&line, terminal))?;
     }
     Ok(())
+}
+
+/// Writes `text` to stdout. A reader that closed its end early (`wasmbox run … | head`)
+/// is not an error: the exit code still tells how the run ended.
+fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => Ok(written?),
+    }
 }
 
 fn exit_code(status: Status) -> u8 {

@@ -93,6 +93,33 @@ fn json_output_and_exit_codes_reflect_the_status() {
     assert_eq!(out.status.code(), Some(5), "memory_exhausted exits 5");
 }
 
+/// A reader that closes its end before the outcome is printed (`wasmbox run … | head`)
+/// costs neither a panic nor the exit code: it still tells how the run ended.
+#[test]
+fn a_closed_stdout_is_not_an_error_of_the_run() {
+    let dir = fixture();
+    for (flags, code, exit) in [(&["--json"][..], "1 + 1", 0), (&[][..], "1 + 1", 0), (&["--json"][..], "1 / 0", 1)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmbox"))
+            .args(["run", "-"])
+            .args(flags)
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("wasmbox starts");
+        // Closed before the run can end: the run needs its code from stdin first.
+        drop(child.stdout.take());
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, code.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(exit), "{flags:?} {code}: {stderr}");
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{flags:?} {code}: {stderr}");
+    }
+}
+
 #[test]
 fn tools_outside_allow_are_denied_and_bad_flags_are_usage_errors() {
     let dir = fixture();
