@@ -5,7 +5,12 @@
 //! `cargo bench -p wasmbox-benches --bench sessions` (build the guests first: `cargo
 //! xtask guests`). Every step of a bench runs on the same session, as a REPL's commands
 //! do; the session's idle timeout and lifetime are set high enough that criterion's
-//! measurement never ends it.
+//! measurement never ends it. `session_w1` and `session_w2` repeat the same text every
+//! step, which a guest may compile once (the Python guest does); the `_new_text`
+//! variants start each step with a comment of its own, so every step is new code, as an
+//! agent's usually are.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
@@ -30,11 +35,11 @@ fn long_session() -> SessionConfig {
 }
 
 fn python_steps(c: &mut Criterion) {
-    bench_language(c, "python", Runtime::python, |w| w.python);
+    bench_language(c, "python", Runtime::python, |w| w.python, "#");
 }
 
 fn js_steps(c: &mut Criterion) {
-    bench_language(c, "js", Runtime::javascript, |w| w.js);
+    bench_language(c, "js", Runtime::javascript, |w| w.js, "//");
 }
 
 fn bench_language(
@@ -42,6 +47,7 @@ fn bench_language(
     language: &str,
     runtime: fn(&Engine) -> Result<Runtime, wasmbox::Error>,
     code: fn(&wasmbox_benches::Workload) -> &'static str,
+    comment: &str,
 ) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let sandbox = sandbox(runtime);
@@ -53,6 +59,17 @@ fn bench_language(
         let outcome = rt.block_on(session.run(code));
         assert!(outcome.is_ok(), "{name}: {outcome:?}");
         group.bench_function(name, |b| b.to_async(&rt).iter(|| session.run(code)));
+        let step = AtomicU64::new(0);
+        let new_text = || format!("{comment} step {}\n{code}", step.fetch_add(1, Ordering::Relaxed));
+        let outcome = rt.block_on(session.run(&new_text()));
+        assert!(outcome.is_ok(), "{name}_new_text: {outcome:?}");
+        group.bench_function(format!("{name}_new_text"), |b| {
+            b.to_async(&rt).iter(|| {
+                let code = new_text();
+                let session = &session;
+                async move { session.run(&code).await }
+            })
+        });
     }
     let outcome = rt.block_on(session.run(code(&WORKLOADS[0])));
     assert!(outcome.is_ok(), "the session outlived the bench: {outcome:?}");
