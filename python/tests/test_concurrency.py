@@ -203,6 +203,10 @@ def test_an_eager_run_starts_on_the_loops_thread(loop_kind: str) -> None:
             outcomes.append(await js.run_async("return await tools.add({a: 20, b: 22})", eager=True))
             outcomes.append(await js.run_async("return 6 * 7", eager=True))
             async with sandbox.session() as session:  # a session's step, eager
+                # The session's idle reaper looks at the session once as it opens; a step
+                # that found it looking would wait, and so leave the loop's thread.
+                assert (await session.run_async("0")).is_ok()
+                await asyncio.sleep(0.05)
                 outcomes.append(await session.run_async("tools.where(n=INPUT)", 42, eager=True))
             assert all(o.is_ok() for o in outcomes), [o for o in outcomes if not o.is_ok()]
             return [o.value for o in outcomes], threading.get_ident()
