@@ -1,10 +1,10 @@
-//! Threads of the extension (tokio's workers and blocking pool) enter Python to call
-//! tools and to hand outcomes to asyncio. One of them still inside Python when the
-//! interpreter finalizes aborts the process (CPython's `PyGILState_Release` check), and
-//! with `run_async` that race is the common case: the loop gets the outcome while the
-//! thread that sent it is still leaving Python. So every such entry goes through
-//! [`attach`], and an `atexit` hook ([`shutdown`]) refuses new entries and waits for the
-//! ones in progress before finalization starts.
+//! Threads of the extension (tokio's workers and blocking pool, the tool thread) enter
+//! Python to call tools and to hand outcomes to asyncio. One of them still inside Python
+//! when the interpreter finalizes aborts the process (CPython's `PyGILState_Release`
+//! check), and with `run_async` that race is the common case: the loop gets the outcome
+//! while the thread that sent it is still leaving Python. So every such entry goes
+//! through [`attach`], and an `atexit` hook ([`shutdown`]) refuses new entries and waits
+//! for the ones in progress before finalization starts.
 //!
 //! A thread that Python did not make has no Python thread state: `Python::attach` makes
 //! one on entry and deletes it on exit, and on a tool call that costs more than the

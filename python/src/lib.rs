@@ -23,6 +23,7 @@ mod live_output;
 mod loop_completions;
 mod outcome;
 mod session;
+mod tool_thread;
 mod tools;
 
 use std::future::Future;
@@ -201,6 +202,8 @@ fn validate_limits(py: Python<'_>, limits: &Bound<'_, PyAny>) -> PyResult<()> {
 #[pyclass(frozen, module = "wasmbox._native")]
 struct NativeSandbox {
     sandbox: Arc<Sandbox>,
+    /// Whether it has a sync tool that runs off the run's thread (src/tool_thread.rs).
+    pooled_tools: bool,
 }
 
 #[pymethods]
@@ -234,8 +237,10 @@ impl NativeSandbox {
         let isolation: Isolation =
             isolation.parse().map_err(|e: wasmbox::UnknownIsolation| error(py, "ConfigurationError", e.to_string()))?;
         let mut registry = Tools::new();
+        let mut pooled_tools = false;
         for spec in tools {
             let (name, description, schema, function, is_async, timeout_ms, inline): ToolTuple<'_> = spec.extract()?;
+            pooled_tools |= !is_async && !inline;
             let args_schema = convert::from_py(&schema)?;
             let spec = ToolSpec { name, description, args_schema, function, is_async, timeout_ms, inline };
             registry.register(tools::tool(spec)).map_err(|e| error(py, "ToolRegistrationError", e.to_string()))?;
@@ -249,7 +254,7 @@ impl NativeSandbox {
                 py.detach(|| sandbox.isolation_with(isolation, options)).map_err(|e| setup_error(py, &e))?
             }
         };
-        Ok(NativeSandbox { sandbox: Arc::new(sandbox) })
+        Ok(NativeSandbox { sandbox: Arc::new(sandbox), pooled_tools })
     }
 
     /// Runs `code` to its outcome on this thread, the GIL released, calling
@@ -271,6 +276,7 @@ impl NativeSandbox {
         let (request, sink) = request(code.to_owned(), input, token.clone(), on_output);
         let request = request.files(files);
         let _finish = FinishOutput(sink);
+        let _in_flight = tool_thread::RunInFlight::start(self.pooled_tools);
         let outcome = blocking::drive(py, self.sandbox.run_with(request), Some(&token))?;
         Ok(PyOutcome::new(outcome))
     }
@@ -303,8 +309,10 @@ impl NativeSandbox {
         let done = Done::new(completions, future.clone_ref(py));
         let (request, sink) = request(code, input, token, on_output);
         let sandbox = Arc::clone(&self.sandbox);
+        let in_flight = tool_thread::RunInFlight::start(self.pooled_tools);
         let run = async move {
             let outcome = sandbox.run_with(request.files(files)).await;
+            drop(in_flight);
             drop(FinishOutput(sink));
             outcome
         };
@@ -419,7 +427,7 @@ fn rust_add_sandbox(py: Python<'_>, language: &str) -> PyResult<NativeSandbox> {
         });
     registry.register(add).map_err(|e| error(py, "ToolRegistrationError", e.to_string()))?;
     let sandbox = Sandbox::new(runtime(py, language)?, registry).scope(Scope::All);
-    Ok(NativeSandbox { sandbox: Arc::new(sandbox) })
+    Ok(NativeSandbox { sandbox: Arc::new(sandbox), pooled_tools: false })
 }
 
 /// Versions of the built-in guests, as `{name: {runtime, built_with, wit}}`.

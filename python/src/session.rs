@@ -20,6 +20,7 @@ use wasmbox::{CancelToken, Sandbox, Session, SessionConfig, SessionError, Status
 use crate::blocking::drive;
 use crate::loop_completions::{Done, LoopCompletions, RunFuture};
 use crate::outcome::PyOutcome;
+use crate::tool_thread::RunInFlight;
 use crate::{convert, FinishOutput, NativeSandbox};
 
 /// A session of a `NativeSandbox`, made by `wasmbox.Sandbox.session`.
@@ -31,6 +32,8 @@ pub(crate) struct NativeSession {
     busy: Arc<AtomicBool>,
     /// The token of the step in progress (or of the last one), for `close()`.
     running: Mutex<CancelToken>,
+    /// Its sandbox's `pooled_tools` (src/tool_thread.rs).
+    pooled_tools: bool,
 }
 
 /// Holds a session's busy flag; clears it when dropped.
@@ -99,6 +102,7 @@ impl NativeSession {
         config.idle_timeout_ms = idle_timeout_ms.unwrap_or(config.idle_timeout_ms);
         config.max_lifetime_ms = max_lifetime_ms.unwrap_or(config.max_lifetime_ms);
         let files = crate::files::input_files(files)?;
+        let pooled_tools = sandbox.pooled_tools;
         let sandbox = Sandbox::clone(&sandbox.sandbox);
         let opened = drive(py, Session::open_with_files(sandbox, config, files), None)?;
         let session = opened.map_err(|err| session_error(py, &err))?;
@@ -106,6 +110,7 @@ impl NativeSession {
             session: Mutex::new(Some(Arc::new(session))),
             busy: Arc::new(AtomicBool::new(false)),
             running: Mutex::new(CancelToken::new()),
+            pooled_tools,
         })
     }
 
@@ -128,6 +133,7 @@ impl NativeSession {
         let session = self.open_session(py)?;
         let (request, sink) = crate::request(code.to_owned(), input, token.clone(), on_output);
         let _finish = FinishOutput(sink);
+        let _in_flight = RunInFlight::start(self.pooled_tools);
         let outcome = drive(py, session.run_with(request), Some(&token))?;
         Ok(PyOutcome::new(outcome))
     }
@@ -158,8 +164,10 @@ impl NativeSession {
         let future = Py::new(py, RunFuture::new(event_loop.clone_ref(py), token.clone(), true))?;
         let done = Done::new(completions, future.clone_ref(py));
         let (request, sink) = crate::request(code, input, token, on_output);
+        let in_flight = RunInFlight::start(self.pooled_tools);
         let step = async move {
             let outcome = session.run_with(request).await;
+            drop(in_flight);
             drop(FinishOutput(sink));
             // Free before the caller hears of the outcome, so that its next step can start.
             drop(busy);

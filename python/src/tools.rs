@@ -1,8 +1,9 @@
 //! Python callables as wasmbox tools.
 //!
-//! A sync callable runs on tokio's blocking pool, so a tool that blocks holds up only
-//! its own call (the broker's per-call deadline still ends the call; the thread is
-//! freed when the function returns). One marked `inline` runs on the thread polling the
+//! A sync callable runs on another thread than the run's: the package's tool thread
+//! when it is free (src/tool_thread.rs), else tokio's blocking pool, so a tool that
+//! blocks holds up only its own call (the broker's per-call deadline still ends the
+//! call; the thread is freed when the function returns). One marked `inline` runs on the thread polling the
 //! run instead: no handoff between threads (most of a tool call's cost from Python), but
 //! its deadline and the run's cannot end it while it runs. A coroutine function runs on an asyncio loop:
 //! the loop of the `run_async` that started the run, else a background loop thread
@@ -20,7 +21,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use wasmbox::{Tool, ToolFailure};
 
-use crate::{convert, exit_guard};
+use crate::{convert, exit_guard, tool_thread};
 
 tokio::task_local! {
     /// The asyncio loop of the `run_async` whose run is being polled: its async tools
@@ -65,11 +66,20 @@ pub(crate) fn tool(spec: ToolSpec) -> Tool {
     }
 }
 
+/// Calls a sync tool on another thread: the tool thread when it is free, else tokio's
+/// blocking pool (src/tool_thread.rs).
 async fn call_sync(function: Arc<Py<PyAny>>, args: Value) -> Result<Value, ToolFailure> {
-    let call = tokio::task::spawn_blocking(move || call_here(&function, &args));
+    let (answer, answered) = oneshot::channel();
+    let call = move || {
+        let _ = answer.send(call_here(&function, &args));
+    };
+    if let Err(call) = tool_thread::hand(call) {
+        drop(tokio::task::spawn_blocking(call));
+    }
     // The thread driving a sync run has nothing else to do until the answer comes.
-    crate::blocking::spin_until(|| call.is_finished());
-    call.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool panicked")))
+    crate::blocking::spin_until(|| !answered.is_empty());
+    // A call that panicked dropped `answer` without sending.
+    answered.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool panicked")))
 }
 
 /// Calls a sync tool on this thread.

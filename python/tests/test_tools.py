@@ -211,3 +211,63 @@ def test_an_inline_tool_runs_on_the_thread_driving_the_run() -> None:
     assert threads[0] != threading.get_ident() and threads[1] == threading.get_ident()
     with pytest.raises(wasmbox.ToolRegistrationError, match="inline"):
         wasmbox.Tool(slow_upper, inline=True)
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_pooled_tool_calls_run_off_the_runs_thread(language: str) -> None:
+    # Quick calls of a lone run go to the package's tool thread (woken as the run
+    # starts); a sync run's, an eager run_async's and a run_async's calls all still run
+    # off the thread driving the run, so their deadlines can end them.
+    threads: list[int] = []
+
+    def where(n: int) -> int:
+        threads.append(threading.get_ident())
+        return n + 1
+
+    sandbox = Sandbox(language, tools=[where], scope="all")
+    code = {
+        "python": "t = 0\nfor i in range(20):\n    t += tools.where(n=i)\nt",
+        "javascript": "let t = 0; for (let i = 0; i < 20; i++) t += await tools.where({n: i}); return t",
+    }[language]
+    expected = sum(range(1, 21))
+    assert sandbox.run(code).value == expected
+    caller = threading.get_ident()
+    assert len(threads) == 20 and caller not in threads
+
+    async def from_loop() -> list[int]:
+        eager = await sandbox.run_async(code, eager=True)
+        default = await sandbox.run_async(code)
+        assert eager.value == expected and default.value == expected
+        return [threading.get_ident()]
+
+    threads.clear()
+    loop_thread = asyncio.run(from_loop())
+    assert len(threads) == 40 and loop_thread[0] not in threads
+
+
+def test_a_hanging_tool_does_not_hold_the_next_runs_tool_calls() -> None:
+    # A tool that blocks past its deadline keeps the thread it runs on (Python cannot
+    # interrupt it): the run ends at the deadline, and the calls of the runs after it go
+    # to other threads while it hangs.
+    release = threading.Event()
+    hanging = threading.Event()
+
+    def blocks() -> str:
+        hanging.set()
+        release.wait(60)
+        return "late"
+
+    sandbox = Sandbox(tools=[wasmbox.Tool(blocks, timeout_ms=200), add], scope="all")
+    try:
+        first = sandbox.run("tools.blocks()")
+        assert first.status is Status.TOOL_LIMIT, first
+        assert [c.status for c in first.tool_calls] == [CallStatus.TIMEOUT]
+        assert hanging.is_set() and not release.is_set()
+        for i in range(3):
+            outcome = sandbox.run("tools.add(a=INPUT, b=1) + tools.add(a=1, b=1)", i)
+            assert outcome.status is Status.OK and outcome.value == i + 3, outcome
+        second = sandbox.run("tools.blocks()")
+        assert second.status is Status.TOOL_LIMIT, second
+        assert asyncio.run(sandbox.run_async("tools.add(a=2, b=2)")).value == 4
+    finally:
+        release.set()

@@ -1,0 +1,157 @@
+//! The thread that takes a pooled (default) sync tool's call when it is free, woken
+//! ahead of the call so that handing the call over costs no thread wake.
+//!
+//! Why: a pooled call goes to another thread so that its deadline can end it, and
+//! waking a parked thread for it is most of its cost. On the development VM the kernel
+//! woke tokio's blocking-pool thread on the other, idle core in nearly every JS W2 call,
+//! and an idle virtual CPU took 40–64 µs to wake (docs/performance.md, "The Python
+//! package"). So a run whose sandbox has pooled sync tools wakes this thread as it
+//! starts ([`RunInFlight`]), while its instance and guest get going, and the thread
+//! spins (yielding its CPU) for a call: until the run ends, at most [`SPIN_FOR_CALL`]
+//! after it was woken or finished its last call. A call handed to it meanwhile starts
+//! at once. After a spin it parks, and a call then wakes it as the pool would.
+//!
+//! It spins only while that run is the only run of the package in flight (with more,
+//! the cores have other work to do), and stops when the kernel kept it off its core for
+//! longer than [`HELD_OFF`] (the core is wanted by other work): a spinning thread that is
+//! not running would only delay the call, so a call is then given to the pool instead.
+//!
+//! It is one thread. While it runs a call (one that blocks or hangs, or another run's
+//! call), the next call goes to tokio's blocking pool as before: a tool that hangs holds
+//! up only its own call, its deadline still ends the call (the thread is free again when
+//! the function returns), and concurrent runs keep their concurrency.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// How long the thread spins for a call after a run woke it or after its last call.
+const SPIN_FOR_CALL: Duration = Duration::from_millis(1);
+
+/// A gap between two turns of the spin longer than this means the kernel ran other work
+/// on the thread's core meanwhile: the thread parks, and calls go to the pool.
+const HELD_OFF: Duration = Duration::from_micros(50);
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// [`STATE`]: no call; a caller is handing one over; a call is in [`JOB`] or running.
+const FREE: u8 = 0;
+const CLAIMED: u8 = 1;
+const TAKEN: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(FREE);
+static JOB: Mutex<Option<Job>> = Mutex::new(None);
+/// When the thread last turned in its spin, in ns since [`epoch`] (0: it is not spinning).
+static SPUN_AT: AtomicU64 = AtomicU64::new(0);
+/// The package's runs (and session steps) in flight, and those of them whose sandbox
+/// has pooled sync tools.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static WANTING: AtomicUsize = AtomicUsize::new(0);
+
+/// The thread, started on first use; `None` if it could not be started.
+fn thread() -> Option<&'static Thread> {
+    static THREAD: OnceLock<Option<Thread>> = OnceLock::new();
+    THREAD
+        .get_or_init(|| {
+            let spawned = std::thread::Builder::new().name("wasmbox-tool".into()).spawn(serve);
+            spawned.ok().map(|handle| handle.thread().clone())
+        })
+        .as_ref()
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn nanos(at: Instant) -> u64 {
+    u64::try_from(at.duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Whether the thread should spin: the one run in flight may call a pooled tool.
+fn wanted() -> bool {
+    IN_FLIGHT.load(Ordering::Relaxed) == 1 && WANTING.load(Ordering::Relaxed) == 1
+}
+
+/// Hands `call` to the thread if it is free and spinning or parked; gives it back if
+/// not (the caller then uses the blocking pool).
+pub(crate) fn hand<F: FnOnce() + Send + 'static>(call: F) -> Result<(), F> {
+    let Some(thread) = thread() else { return Err(call) };
+    let spun_at = SPUN_AT.load(Ordering::Relaxed);
+    if spun_at != 0 && nanos(Instant::now()).saturating_sub(spun_at) > HELD_OFF.as_nanos() as u64 {
+        return Err(call); // spinning, but kept off its core: it would start the call late
+    }
+    if STATE.compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        return Err(call);
+    }
+    *JOB.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Box::new(call));
+    STATE.store(TAKEN, Ordering::Release);
+    thread.unpark();
+    Ok(())
+}
+
+/// The thread's loop: wait for a call (spinning while [`wanted`], else parked), run it.
+fn serve() {
+    loop {
+        let call = next_call();
+        // A panic ends the call (its caller hears "the tool panicked"), not the thread.
+        let _ = catch_unwind(AssertUnwindSafe(call));
+        STATE.store(FREE, Ordering::Release);
+    }
+}
+
+fn next_call() -> Job {
+    let mut since = Instant::now();
+    let mut last = since;
+    loop {
+        if STATE.load(Ordering::Acquire) == TAKEN {
+            SPUN_AT.store(0, Ordering::Relaxed);
+            if let Some(call) = JOB.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
+                return call;
+            }
+        }
+        let now = Instant::now();
+        if wanted() && now - since < SPIN_FOR_CALL && now - last < HELD_OFF {
+            SPUN_AT.store(nanos(now), Ordering::Relaxed);
+            last = now;
+            std::thread::yield_now();
+        } else {
+            SPUN_AT.store(0, Ordering::Relaxed);
+            std::thread::park();
+            since = Instant::now();
+            last = since;
+        }
+    }
+}
+
+/// One run or session step in flight, counted for [`wanted`]; one whose sandbox has
+/// pooled sync tools wakes the thread as it starts, when it is the only one.
+pub(crate) struct RunInFlight {
+    pooled_tools: bool,
+}
+
+impl RunInFlight {
+    pub(crate) fn start(pooled_tools: bool) -> Self {
+        let alone = IN_FLIGHT.fetch_add(1, Ordering::Relaxed) == 0;
+        if pooled_tools {
+            WANTING.fetch_add(1, Ordering::Relaxed);
+            if alone && SPUN_AT.load(Ordering::Relaxed) == 0 {
+                if let Some(thread) = thread() {
+                    thread.unpark();
+                }
+            }
+        }
+        RunInFlight { pooled_tools }
+    }
+}
+
+impl Drop for RunInFlight {
+    fn drop(&mut self) {
+        if self.pooled_tools {
+            WANTING.fetch_sub(1, Ordering::Relaxed);
+        }
+        IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+    }
+}
