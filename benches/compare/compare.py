@@ -3,7 +3,7 @@
 
     python3 benches/compare/compare.py [--runs 200] [--process-runs 30] [--cell-seconds 6]
                                        [--systems lib,cli,...] [--skip-build]
-                                       [--matrix] [--profile release|dev]
+                                       [--matrix] [--profile release|dev] [--gap-ms 0]
 
 See README.md beside this file for what each column measures. Everything it installs
 goes under target/: a venv (target/compare-venv) for pydantic-monty and
@@ -250,16 +250,22 @@ def measure_lib(workloads, lang: str, args) -> dict:
         "lang": lang,
         "runs": args.runs,
         "budget_ms": int(args.cell_seconds * 1e3),
+        "gap_us": int(args.gap_ms * 1e3),
         "workloads": [{"name": w["name"], "code": w[lang]} for w in workloads],
     }
     done = subprocess.run([str(RUNNER)], input=json.dumps(spec), capture_output=True, text=True, env=ENV)
     if done.returncode != 0:
         raise NotAvailable(f"compare-runner failed: {done.stderr.strip()[-200:]}")
     cells = json.loads(done.stdout)
+    inline = []
     for w in workloads:
         cell = cells[w["name"]]
         if "samples_ms" in cell and not same_value(cell["value"], w["expected"]):
             cells[w["name"]] = {"error": f"wrong value {cell['value']!r:.40}"}
+        elif "samples_ms" in cell:
+            inline.append(f"{w['name'].split()[0]} {cell['inline_instantiations']}/{len(cell['samples_ms'])}")
+    gap = f"{args.gap_ms:g} ms between runs; " if args.gap_ms else ""
+    cells["_note"] = f"{gap}runs that found no prepared instance: {', '.join(inline)}"
     return cells
 
 
@@ -617,6 +623,9 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(k for k, _ in SYSTEMS), help="comma-separated column keys")
     parser.add_argument("--skip-build", action="store_true", help="use the binaries already built")
     parser.add_argument("--profile", default="release", help="the cargo profile to build and run (dev: target/debug)")
+    parser.add_argument("--gap-ms", type=float, default=0.0,
+                        help="pause between the library columns' runs (the engine's background thread "
+                             "then keeps an instance prepared: the prepared path's latency)")
     parser.add_argument("--matrix", action="store_true",
                         help="the session matrix (cold start, warm run, ten commands of one session) "
                              "of lib, monty and lib_js instead of the workload table")

@@ -6,9 +6,13 @@
 //! snapshot and drops it afterwards, so "sandbox creation" is inside every sample; the
 //! Engine, the compiled guest and the tool registry are built once, before timing.
 //!
-//! Input (stdin): `{"lang": "python"|"js", "runs": N, "budget_ms": B,
-//!                  "workloads": [{"name": "...", "code": "..."}]}`
-//! Output (stdout): `{"<name>": {"samples_ms": [...], "value": <first run's value>}}`, or
+//! Input (stdin): `{"lang": "python"|"js", "runs": N, "budget_ms": B, "gap_us": G,
+//!                  "workloads": [{"name": "...", "code": "..."}]}`; with `gap_us` the
+//!                  runner sleeps that long after each run, so the engine's background
+//!                  thread can prepare the next instance (the prepared path's latency).
+//! Output (stdout): `{"<name>": {"samples_ms": [...], "inline_instantiations": N,
+//!                  "value": <first run's value>}}` (N: runs that found no prepared
+//!                  instance and instantiated on the request path), or
 //! `{"<name>": {"error": "..."}}` when the workload did not run cleanly.
 //!
 //! Two more modes give the session matrix (cold start, warm run, ten commands of one
@@ -69,17 +73,18 @@ fn main() {
         }
         _ => {}
     }
+    let gap = Duration::from_micros(spec["gap_us"].as_u64().unwrap_or(0));
     let mut report = serde_json::Map::new();
     for workload in spec["workloads"].as_array().expect("workloads") {
         let name = workload["name"].as_str().expect("name");
         let code = workload["code"].as_str().expect("code");
-        let result = rt.block_on(measure(&sandbox, code, runs, budget));
+        let result = rt.block_on(measure(&sandbox, code, runs, budget, gap));
         report.insert(name.to_owned(), result);
     }
     println!("{}", Value::Object(report));
 }
 
-async fn measure(sandbox: &Sandbox, code: &str, runs: usize, budget: Duration) -> Value {
+async fn measure(sandbox: &Sandbox, code: &str, runs: usize, budget: Duration, gap: Duration) -> Value {
     // One untimed run first: it warms caches and tells us whether the workload works at
     // all, so an error path is never timed as if it were the workload.
     let first = sandbox.run(code).await;
@@ -87,6 +92,8 @@ async fn measure(sandbox: &Sandbox, code: &str, runs: usize, budget: Duration) -
         return json!({ "error": format!("{:?}: {:?}", first.status, first.error) });
     }
     let mut samples_ms = Vec::with_capacity(runs);
+    // Runs that found no prepared instance and instantiated on the request path.
+    let mut inline_instantiations = 0;
     let started = Instant::now();
     while samples_ms.len() < runs && (samples_ms.len() < MIN_RUNS || started.elapsed() < budget) {
         let t = Instant::now();
@@ -95,8 +102,12 @@ async fn measure(sandbox: &Sandbox, code: &str, runs: usize, budget: Duration) -
         if !outcome.is_ok() {
             return json!({ "error": format!("{:?}: {:?}", outcome.status, outcome.error) });
         }
+        inline_instantiations += usize::from(outcome.stats.instantiate_time_us > 0);
+        if !gap.is_zero() {
+            std::thread::sleep(gap);
+        }
     }
-    json!({ "samples_ms": samples_ms, "value": first.value })
+    json!({ "samples_ms": samples_ms, "inline_instantiations": inline_instantiations, "value": first.value })
 }
 
 /// Samples of a whole session (open, every command as a step, drop) and of each step.
