@@ -1489,9 +1489,10 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
 
   /** Makes `global[name]` `value` again, unless it still is. */
   function provide(name, value) {
-    // A read costs a run a fraction of a defineProperty (~1.4k fuel against ~20k, and a
-    // run has a dozen of these names: docs/performance.md). It runs no code unless the
-    // code made the name an accessor; that getter then runs here once, and is replaced.
+    // A read costs a run a fraction of a defineProperty, and a run has a dozen of these
+    // names (docs/performance.md, "A JS session's memory and a step's fuel"). It runs no
+    // code unless the code made the name an accessor; that getter then runs here once,
+    // and is replaced.
     let same = false;
     try {
       same = global[name] === value;
