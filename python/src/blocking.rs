@@ -28,16 +28,17 @@ const SPIN_FOR_ANSWER: Duration = Duration::from_micros(100);
 /// until the answer came: a quick answer is taken without waking it again. A tokio
 /// worker spins too, but only while the runs it could be driving instead are this one
 /// alone ([`AsyncRun`]): with more in flight it would hold them up. Elsewhere it
-/// returns at once.
-pub(crate) fn spin_until(ready: impl Fn() -> bool) {
+/// returns at once. Whether it spun.
+pub(crate) fn spin_until(ready: impl Fn() -> bool) -> bool {
     let driving = DRIVING.with(Cell::get);
     if !driving && !(ON_WORKER.with(Cell::get) && ASYNC_RUNS.load(Ordering::Relaxed) <= 1) {
-        return;
+        return false;
     }
     let until = Instant::now() + SPIN_FOR_ANSWER;
     while !ready() && Instant::now() < until {
         std::thread::yield_now();
     }
+    true
 }
 
 thread_local! {

@@ -15,6 +15,10 @@
 //! the cores have other work to do), and stops when the kernel kept it off its core for
 //! longer than [`HELD_OFF`] (the core is wanted by other work): a spinning thread that is
 //! not running would only delay the call, so a call is then given to the pool instead.
+//! On a busy machine the kernel may also keep it off its core after it took the call
+//! (a thread that spun waits longer for its next turn): a caller that has spun for its
+//! answer in vain takes a call that has not started yet back ([`Handed::take_back`])
+//! and gives it to the pool.
 //!
 //! It is one thread. While it runs a call (one that blocks or hangs, or another run's
 //! call), the next call goes to tokio's blocking pool as before: a tool that hangs holds
@@ -42,7 +46,9 @@ const CLAIMED: u8 = 1;
 const TAKEN: u8 = 2;
 
 static STATE: AtomicU8 = AtomicU8::new(FREE);
-static JOB: Mutex<Option<Job>> = Mutex::new(None);
+/// The call handed over and not started yet, with its number ([`Handed`]).
+static JOB: Mutex<Option<(u64, Job)>> = Mutex::new(None);
+static HANDED: AtomicU64 = AtomicU64::new(0);
 /// When the thread last turned in its spin, in ns since [`epoch`] (0: it is not spinning).
 static SPUN_AT: AtomicU64 = AtomicU64::new(0);
 /// The package's runs (and session steps) in flight, and those of them whose sandbox
@@ -75,9 +81,13 @@ fn wanted() -> bool {
     IN_FLIGHT.load(Ordering::Relaxed) == 1 && WANTING.load(Ordering::Relaxed) == 1
 }
 
+fn job() -> std::sync::MutexGuard<'static, Option<(u64, Job)>> {
+    JOB.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Hands `call` to the thread if it is free and spinning or parked; gives it back if
 /// not (the caller then uses the blocking pool).
-pub(crate) fn hand<F: FnOnce() + Send + 'static>(call: F) -> Result<(), F> {
+pub(crate) fn hand<F: FnOnce() + Send + 'static>(call: F) -> Result<Handed, F> {
     let Some(thread) = thread() else { return Err(call) };
     let spun_at = SPUN_AT.load(Ordering::Relaxed);
     if spun_at != 0 && nanos(Instant::now()).saturating_sub(spun_at) > HELD_OFF.as_nanos() as u64 {
@@ -86,10 +96,31 @@ pub(crate) fn hand<F: FnOnce() + Send + 'static>(call: F) -> Result<(), F> {
     if STATE.compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_err() {
         return Err(call);
     }
-    *JOB.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Box::new(call));
-    STATE.store(TAKEN, Ordering::Release);
+    let number = HANDED.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut job = job();
+        *job = Some((number, Box::new(call)));
+        // Under the lock: the thread takes the call (and frees STATE after it) only
+        // after this.
+        STATE.store(TAKEN, Ordering::Release);
+    }
     thread.unpark();
-    Ok(())
+    Ok(Handed(number))
+}
+
+/// A call [`hand`] gave the thread.
+pub(crate) struct Handed(u64);
+
+impl Handed {
+    /// The call, if the thread has not started it yet; the thread is free again.
+    pub(crate) fn take_back(self) -> Option<Job> {
+        let mut job = job();
+        if job.as_ref().is_none_or(|(number, _)| *number != self.0) {
+            return None;
+        }
+        STATE.store(FREE, Ordering::Release);
+        job.take().map(|(_, call)| call)
+    }
 }
 
 /// The thread's loop: wait for a call (spinning while [`wanted`], else parked), run it.
@@ -108,7 +139,8 @@ fn next_call() -> Job {
     loop {
         if STATE.load(Ordering::Acquire) == TAKEN {
             SPUN_AT.store(0, Ordering::Relaxed);
-            if let Some(call) = JOB.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
+            // None if its caller took it back meanwhile.
+            if let Some((_, call)) = job().take() {
                 return call;
             }
         }

@@ -73,11 +73,20 @@ async fn call_sync(function: Arc<Py<PyAny>>, args: Value) -> Result<Value, ToolF
     let call = move || {
         let _ = answer.send(call_here(&function, &args));
     };
-    if let Err(call) = tool_thread::hand(call) {
-        drop(tokio::task::spawn_blocking(call));
+    let handed = match tool_thread::hand(call) {
+        Ok(handed) => Some(handed),
+        Err(call) => {
+            drop(tokio::task::spawn_blocking(call));
+            None
+        }
+    };
+    // The thread driving a sync run has nothing else to do until the answer comes. A
+    // call the tool thread has not started by the end of that spin goes to the pool.
+    if crate::blocking::spin_until(|| !answered.is_empty()) && answered.is_empty() {
+        if let Some(call) = handed.and_then(tool_thread::Handed::take_back) {
+            drop(tokio::task::spawn_blocking(call));
+        }
     }
-    // The thread driving a sync run has nothing else to do until the answer comes.
-    crate::blocking::spin_until(|| !answered.is_empty());
     // A call that panicked dropped `answer` without sending.
     answered.await.unwrap_or_else(|_| Err(ToolFailure::new("the tool panicked")))
 }
