@@ -1283,6 +1283,7 @@ def _give_names(module, input_value):
 # choose this: only the host calling the same instance again.
 _calls = 0
 _session_module = None
+_spare_module = None  # the first call's module, made ahead (_warm_up)
 # Source of the steps whose functions may still raise, for tracebacks: the most recent
 # ones, at most this many and this many characters in all (older frames show no line).
 _MAX_KEPT_STEPS = 100
@@ -1305,7 +1306,7 @@ def _drop_current_loop():
 
 def _execute(code, input_json):
     """One run. Returns the JSON text of its value or raises _Failure(variant)."""
-    global _state, _calls, _session_module, _kept_chars
+    global _state, _calls, _session_module, _kept_chars, _spare_module
     _state = _RunState()
     if _STARTED:  # an earlier step's calls, which its loop never awaited
         _STARTED.clear()
@@ -1331,7 +1332,17 @@ def _execute(code, input_json):
     if module is None:
         # Source lines for tracebacks; mtime None keeps linecache.checkcache from dropping it.
         linecache.cache[_CODE_NAME] = (len(code), None, lines, _CODE_NAME)
-        module = _session_module = _fresh_module(input_value)
+        # The instance's first call: its module is the one the build made (_warm_up), as
+        # every instance has it in the snapshot, untouched until now; making it here was
+        # a tenth of a fresh run's fuel (docs/performance.md, "The first call of a fresh
+        # instance").
+        module = _spare_module
+        if module is None:
+            module = _fresh_module(input_value)
+        else:
+            _spare_module = None
+            module.__dict__["INPUT"] = input_value
+        _session_module = module
     else:
         # The step's source, kept for tracebacks (each of these is a call fewer per step
         # inline: docs/performance.md, "Session steps"); mtime None keeps
@@ -1430,9 +1441,10 @@ class Runner(exports.Runner):
         try:
             try:
                 # No random.seed() here: componentize-py reseeds `random` in every fresh
-                # instance (its PR #42), so the snapshot's random state is not shared by
-                # runs; a second reseed would be a cost to every run. The test
-                # runs_do_not_share_random_state holds componentize-py to it.
+                # instance (its PR #42; _install_instance_seeding makes that cheap), so the
+                # snapshot's random state is not shared by runs; a second reseed would be a
+                # cost to every run. The tests runs_do_not_share_random_state and
+                # python_instances_seed_random_* hold both to it.
                 return_value = _execute(code, input_json)
                 failure = None
             except _Failure as f:
@@ -1457,12 +1469,76 @@ class Runner(exports.Runner):
         return return_value
 
 
+# ------------------------------------------------------ each instance's own random state
+# componentize-py calls `random.seed()` once in every fresh instance, at its first call,
+# so that instances do not share the snapshot's random state: the function it calls is
+# the one `random.seed` names once this module has been imported. CPython's seed() reads
+# 2,496 bytes of entropy and mixes them into MT19937's state in ~1,900 rounds of
+# init_by_array: a quarter of a fresh `1 + 1` run's fuel (docs/performance.md, "The
+# first call of a fresh instance"). The function it finds here puts the genuine
+# random.seed back first, then gives random._inst a state expanded from 32 bytes of
+# os.urandom (native/random_state.c says how, and why that seeds as well). Nothing in the
+# snapshot holds random._inst's state apart from random._inst: random.random,
+# random.choice, ... are its bound methods, so they all draw from the new state.
+def _xoshiro256_words(key):
+    """The 624 words native/random_state.c makes of `key`, for the build's check."""
+    import struct
+
+    mask = (1 << 64) - 1
+    s = list(struct.unpack("<4Q", key)) if any(key) else [1, 0, 0, 0]
+    words = []
+    for _ in range(312):
+        out = ((((s[1] * 5) & mask) << 7 | ((s[1] * 5) & mask) >> 57) & mask) * 9 & mask
+        t = (s[1] << 17) & mask
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = (s[3] << 45 | s[3] >> 19) & mask
+        words += (out & 0xFFFFFFFF, out >> 32)
+    return (0x80000000,) + tuple(words[1:])
+
+
+def _install_instance_seeding():
+    import os
+    import random
+
+    inst = random._inst
+    genuine = random.seed
+    if getattr(genuine, "__self__", None) is not inst or genuine.__func__ is not random.Random.seed:
+        raise ImportError("random.seed is not random._inst.seed at build time")
+    seed_random = _wasmbox_native.seed_random
+    # The C code writes CPython's RandomObject in place: the state getstate() reads back
+    # must be the one it was to write, or the build fails here.
+    for key in (bytes(range(1, 33)), bytes(32)):
+        probe = random.Random()
+        seed_random(probe, key)
+        if probe.getstate() != (3, _xoshiro256_words(key) + (624,), None):
+            raise ImportError("native/random_state.c does not write this CPython's random state")
+
+    def seed_instance(_random=random, _inst=inst, _genuine=genuine, _urandom=os.urandom, _seed=seed_random):
+        _random.seed = _genuine
+        try:
+            _seed(_inst, _urandom(32))
+            _inst.gauss_next = None  # as seed() leaves it
+        except BaseException:  # an exception here would trap the instance
+            _genuine()  # CPython's: falls back on the time and process id by itself
+
+    random.seed = seed_instance
+
+
+if sys.platform == "wasi":
+    _install_instance_seeding()
+
+
 # A few runs at build time, so that the snapshot holds the runner's code as running made
 # it (CPython specialises bytecode as it runs it, and fills its caches) instead of every
 # fresh instance doing that again: 9% of a W1 run's fuel (docs/performance.md, "Session
 # steps"). What a run leaves behind is then put back as a fresh instance has it.
 def _warm_up():
-    global _calls, _session_module, _state, _kept_chars
+    global _calls, _session_module, _state, _kept_chars, _spare_module
+    _spare_module = _fresh_module(None)  # so that the first run takes the path runs take
     for code in ("", "1 + 1", "x = 1", "x = 2\nx"):  # a run, then steps of a session
         try:
             Runner().run(code, "null")
@@ -1475,6 +1551,7 @@ def _warm_up():
     _COMPILED.clear()
     _calls = 0
     _session_module = None
+    _spare_module = _fresh_module(None)
     _state = _RunState()
 
 

@@ -216,9 +216,11 @@ import app  # noqa: E402  (needs the fakes above)
 
 # ------------------------------------------------------------------- helpers
 def fresh_instance():
-    """What a new wasm instance starts from: no earlier call, so no session."""
+    """What a new wasm instance starts from: no earlier call, so no session, and the
+    module the build made for the first call."""
     app._calls = 0
     app._session_module = None
+    app._spare_module = app._fresh_module(None)
 
 
 def run(code, input_json="null", fresh=True):
@@ -803,6 +805,24 @@ class Stdio(Base):
             sys.stdout = saved
 
 
+class InstanceSeeding(unittest.TestCase):
+    """The words native/random_state.c must write: the build compares the C code's state
+    with _xoshiro256_words, and this holds that to xoshiro256**'s published outputs."""
+
+    def test_the_expansion_is_xoshiro256starstar(self):
+        import struct
+
+        words = app._xoshiro256_words(struct.pack("<4Q", 1, 2, 3, 4))
+        self.assertEqual(len(words), 624)
+        # From the state (1, 2, 3, 4): 11520, 0, 1509978240, ... (the reference
+        # implementation's, as rand_xoshiro tests them); the first word is 0x80000000.
+        outputs = [words[i] | words[i + 1] << 32 for i in range(0, 12, 2)]
+        self.assertEqual(outputs, [0x80000000, 0, 1509978240, 1215971899390074240, 1216172134540287360,
+                                   607988272756665600])
+        # An all-zero key, on which xoshiro256** would give only zeros, counts as 1.
+        self.assertEqual(app._xoshiro256_words(bytes(32)), app._xoshiro256_words(b"\x01" + bytes(31)))
+
+
 class WriteAll(unittest.TestCase):
     """WASI writes take at most 64 KiB; the guest's stdio must not drop the rest."""
 
@@ -974,7 +994,12 @@ class SessionTests(Base):
         self.assertIs(sys.modules.get("__main__"), main)
         self.assertIs(sys.displayhook, hook)
         self.assertFalse(app._state.has_output)
+        # The first call's module, made ahead: what a module made for the run would hold.
+        spare = app._spare_module
+        self.assertEqual(list(vars(spare).items()), list(vars(app._fresh_module(None)).items()))
         self.assertEqual(run("import sys\nsys._getframe().f_code.co_filename", fresh=False)[1], "<code>")
+        self.assertIs(app._session_module, spare)
+        self.assertIsNone(app._spare_module)
 
     def tearDown(self):
         fresh_instance()

@@ -21,6 +21,7 @@ mod python_broker;
 mod python_guest;
 mod python_isolation;
 mod python_limits;
+mod python_random;
 mod python_step_cache;
 mod python_tools;
 mod sessions;

@@ -61,7 +61,7 @@ typedef struct PyModuleDef {
 #define Py_TPFLAGS_UNICODE_SUBCLASS (1UL << 28)
 
 extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type;
-extern PyObject *PyExc_ImportError;
+extern PyObject *PyExc_ImportError, *PyExc_TypeError, *PyExc_ValueError;
 extern PyObject _Py_NoneStruct; /* what CPython's own Py_None macro names */
 #define Py_None (&_Py_NoneStruct)
 
@@ -86,6 +86,8 @@ void PyErr_SetString(PyObject *type, const char *message);
 PyObject *PyNumber_Add(PyObject *a, PyObject *b);
 PyObject *PyObject_CallFunctionObjArgs(PyObject *callable, ...);
 PyObject *PyObject_Vectorcall(PyObject *callable, PyObject *const *args, unsigned long nargsf, PyObject *kwnames);
+
+int PyBytes_AsStringAndSize(PyObject *bytes, char **buffer, Py_ssize_t *length);
 
 Py_ssize_t PyTuple_Size(PyObject *tuple);
 PyObject *PyTuple_GetItem(PyObject *tuple, Py_ssize_t index); /* borrowed */
