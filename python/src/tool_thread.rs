@@ -17,15 +17,15 @@
 //! the cores have other work to do), and stops when the kernel kept it off its core for
 //! longer than [`STOP_HELD_OFF`] (the core is wanted by other work). A spinning thread
 //! that has not turned for [`HELD_OFF`] is not running and would start a call late, so a
-//! call is then given to the pool instead. Runs also stop waking it when that does not pay: after [`MISSES_TO_STOP`] runs in a
-//! row that woke it and had none of their calls taken while it spun (a sandbox whose
-//! tools a run seldom calls, a call more than [`SPIN_FOR_CALL`] into a run, a core shared
-//! with other work, such as the engine's thread that prepares the next Python instance),
-//! only every [`PROBE_EVERY`]th run wakes it, until one pays again.
-//! On a busy machine the kernel may also keep it off its core after it took the call
-//! (a thread that spun waits longer for its next turn): a caller that has spun for its
-//! answer in vain takes a call that has not started yet back ([`Handed::take_back`])
-//! and gives it to the pool.
+//! call is then given to the pool instead. Runs also stop waking it when that does not
+//! pay: after [`MISSES_TO_STOP`] runs in a row that woke it and had none of their calls
+//! taken while it spun (a sandbox whose tools a run seldom calls, a call more than
+//! [`SPIN_FOR_CALL`] into a run, a core shared with other work, such as the engine's
+//! thread that prepares the next Python instance), only every [`PROBE_EVERY`]th run wakes
+//! it, until one pays again. On a busy machine the kernel may also keep it off its core
+//! after it took the call (a thread that spun waits longer for its next turn): a caller
+//! that has spun for its answer in vain takes a call that has not started yet back
+//! ([`Handed::take_back`]) and gives it to the pool.
 //!
 //! It is one thread. While it runs a call (one that blocks or hangs, or another run's
 //! call), the next call goes to tokio's blocking pool as before: a tool that hangs holds
@@ -274,6 +274,10 @@ mod placement {
         // CPU number the kernel gave; sched_setaffinity reads SET_SIZE bytes of `set`.
         unsafe {
             let Ok(cpu) = usize::try_from(libc::sched_getcpu()) else { return };
+            // CPU_SET indexes a fixed-size set: a CPU number beyond it would panic.
+            if cpu >= SET_SIZE * 8 {
+                return;
+            }
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             if libc::sched_setaffinity(tid, SET_SIZE, &set) == 0 {
