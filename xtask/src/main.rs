@@ -242,17 +242,20 @@ fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
 }
 
 /// `cargo check` for every [`CROSS_CHECK_TARGETS`], into target/<triple>/ of the one
-/// target dir: the host everywhere, the CLI (and the MCP crate under it) for the
-/// non-Unix target only. The CLI has no platform code of its own; what it could get
-/// wrong is a Unix-only API, which Windows catches, and on macOS its dependencies would
-/// only be checked once more (docs/performance.md, "CI"). Without the `compiler`
+/// target dir: the host and the Python package everywhere (the package has Linux-only
+/// code behind `cfg` with stand-ins elsewhere; PyO3's abi3 needs no Python of the target
+/// to check), the CLI (and the MCP crate under it) for the non-Unix target only. The CLI
+/// has no platform code of its own; what it could get wrong is a Unix-only API, which
+/// Windows catches, and on macOS its dependencies would only be checked once more
+/// (docs/performance.md, "CI"). Without the `compiler`
 /// feature: checking Cranelift for two more targets was a large share of the step, and
 /// only one call of the host needs it (`precompile_cache::compile`), which has no
 /// platform code.
 fn cross_check(root: &Path) -> Result<()> {
     for target in CROSS_CHECK_TARGETS {
         let mut check = cargo();
-        check.args(["check", "--quiet", "--no-default-features", "-p", "wasmbox-host", "--target", target]);
+        check.args(["check", "--quiet", "--no-default-features", "-p", "wasmbox-host", "-p", "wasmbox-python"]);
+        check.args(["--target", target]);
         if target.contains("windows") {
             check.args(["-p", "wasmbox-cli"]);
         }
