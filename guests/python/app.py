@@ -1334,7 +1334,7 @@ def _execute(code, input_json):
         linecache.cache[_CODE_NAME] = (len(code), None, lines, _CODE_NAME)
         # The instance's first call: its module is the one the build made (_warm_up), as
         # every instance has it in the snapshot, untouched until now; making it here was
-        # a tenth of a fresh run's fuel (docs/performance.md, "The first call of a fresh
+        # a large share of a fresh run (docs/performance.md, "The first call of a fresh
         # instance").
         module = _spare_module
         if module is None:
@@ -1474,7 +1474,7 @@ class Runner(exports.Runner):
 # so that instances do not share the snapshot's random state: the function it calls is
 # the one `random.seed` names once this module has been imported. CPython's seed() reads
 # 2,496 bytes of entropy and mixes them into MT19937's state in ~1,900 rounds of
-# init_by_array: a quarter of a fresh `1 + 1` run's fuel (docs/performance.md, "The
+# init_by_array: a large share of a fresh `1 + 1` run (docs/performance.md, "The
 # first call of a fresh instance"). The function it finds here puts the genuine
 # random.seed back first, then gives random._inst a state expanded from 32 bytes of
 # os.urandom (native/random_state.c says how, and why that seeds as well). Nothing in the

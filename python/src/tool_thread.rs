@@ -4,8 +4,8 @@
 //! Why: a pooled call goes to another thread so that its deadline can end it, and
 //! waking a parked thread for it is most of its cost. On the development VM the kernel
 //! woke tokio's blocking-pool thread on the other, idle core in nearly every JS W2 call,
-//! and an idle virtual CPU took 40–64 µs to wake (docs/performance.md, "The Python
-//! package"). So a run whose sandbox has pooled sync tools wakes this thread as it
+//! and an idle virtual CPU is slow to wake (docs/performance.md, "The Python package",
+//! has the figures). So a run whose sandbox has pooled sync tools wakes this thread as it
 //! starts ([`RunInFlight`]), while its instance and guest get going, and the thread
 //! spins (yielding its CPU) for a call: until the run ends, at most [`SPIN_FOR_CALL`]
 //! after it was woken or finished its last call. A call handed to it meanwhile starts
