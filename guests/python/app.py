@@ -1532,6 +1532,32 @@ if sys.platform == "wasi":
     _install_instance_seeding()
 
 
+# ------------------------------------------------------------- an immortal snapshot
+# Counting references writes: a run that only calls a function increments and
+# decrements the counts of the function, its code, globals and builtins, and the pages
+# those counts sit on are then copied back by the slot's reset after every run, and
+# stay resident in the slot (docs/performance.md, "An immortal snapshot"). CPython
+# skips those writes for immortal objects (PEP 683), and the snapshot's objects live as
+# long as the instance anyway, so they are made immortal: everything the cyclic
+# collector tracks, what those refer to, and the constants of code objects (which the
+# collector does not traverse). What a run makes stays mortal and is freed as before.
+def _immortal_snapshot():
+    _wasmbox_native.immortalize(gc.get_objects(), types.CodeType)
+    # CPython must agree that they are immortal: references taken and dropped leave the
+    # count alone, and what a run makes is still mortal. Otherwise the C code does not
+    # match this CPython: fail the build.
+    probe = _IMMORTAL_PROBE
+    before = sys.getrefcount(probe)
+    held = [probe] * 8
+    if sys.getrefcount(probe) != before or not sys._is_immortal(probe) or sys._is_immortal(held):
+        raise ImportError("native/immortal.c does not make this CPython's objects immortal")
+
+
+# Reached only through this module's dict, which the collector tracks: not interned, not
+# tracked itself.
+_IMMORTAL_PROBE = " ".join(["a", "string", "made", "at", "build", "time"])
+
+
 # A few runs at build time, so that the snapshot holds the runner's code as running made
 # it (CPython specialises bytecode as it runs it, and fills its caches) instead of every
 # fresh instance doing that again: 9% of a W1 run's fuel (docs/performance.md, "Session
@@ -1555,13 +1581,24 @@ def _warm_up():
     _state = _RunState()
 
 
+# The snapshot is made immortal before the warm-up too, so that the bytecode it
+# specialises loads the constants as immortal ones ("an immortal snapshot", above).
+gc.collect()
+if sys.platform == "wasi":
+    _immortal_snapshot()
 _warm_up()
 
-# Last, after every import: move the snapshot's objects out of the cyclic collector's
-# way. They live as long as the instance anyway, but a full collection in a run walked
-# all of them (the stdlib's modules, classes and functions) and wrote to each one's
-# header, which took far longer than the run's own objects need and left pages dirty
-# for the slot reset to copy back (docs/performance.md, "The cyclic collector and the
-# snapshot"). The run's own objects are collected as before.
+
+# Last, after every import and the warm-up: collect what the build left behind, then make
+# the rest of the snapshot immortal and move it out of the cyclic collector's way. Its
+# objects live as long as the instance anyway, but a full collection in a run walked all
+# of them (the stdlib's modules, classes and functions) and wrote to each one's header,
+# which took far longer than the run's own objects need and left pages dirty for the
+# slot reset to copy back (docs/performance.md, "The cyclic collector and the snapshot").
+# CPython's collector drops immortal objects from its lists when it meets them (this
+# collection does so for the first pass's), and gc.freeze() moves what it still tracks
+# to the permanent generation. The run's own objects are collected as before.
 gc.collect()
+if sys.platform == "wasi":
+    _immortal_snapshot()
 gc.freeze()

@@ -19,6 +19,7 @@ mod prepared_instances;
 mod python_batteries;
 mod python_broker;
 mod python_guest;
+mod python_immortal;
 mod python_isolation;
 mod python_limits;
 mod python_random;

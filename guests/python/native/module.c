@@ -6,13 +6,15 @@
  * folder adds its functions to it:
  * - small_alloc.c: install_small_alloc(), small_alloc_arenas();
  * - wide_sum.c: sum(), builtin_sum;
- * - random_state.c: seed_random().
+ * - random_state.c: seed_random();
+ * - immortal.c: immortalize().
  */
 #include "stable_abi.h"
 
 int small_alloc_add_to(PyObject *module);
 int wide_sum_add_to(PyObject *module);
 int random_state_add_to(PyObject *module);
+int immortal_add_to(PyObject *module);
 
 static PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
@@ -29,7 +31,8 @@ static PyModuleDef module_def = {
 __attribute__((visibility("default"))) PyObject *PyInit__wasmbox_native(void) {
     PyObject *module = PyModule_Create2(&module_def, PYTHON_ABI_VERSION);
     if (module != 0 &&
-        (small_alloc_add_to(module) < 0 || wide_sum_add_to(module) < 0 || random_state_add_to(module) < 0)) {
+        (small_alloc_add_to(module) < 0 || wide_sum_add_to(module) < 0 || random_state_add_to(module) < 0 ||
+         immortal_add_to(module) < 0)) {
         Py_DecRef(module);
         module = 0;
     }

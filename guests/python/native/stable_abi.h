@@ -33,6 +33,7 @@ typedef struct PyMethodDef {
 #define METH_FASTCALL 0x0080
 #define METH_KEYWORDS 0x0002
 #define METH_NOARGS 0x0004
+#define METH_O 0x0008
 
 typedef struct PyModuleDef_Base {
     PyObject ob_base;
@@ -60,7 +61,7 @@ typedef struct PyModuleDef {
 #define Py_TPFLAGS_BYTES_SUBCLASS (1UL << 27)
 #define Py_TPFLAGS_UNICODE_SUBCLASS (1UL << 28)
 
-extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type;
+extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type, PyList_Type;
 extern PyObject *PyExc_ImportError, *PyExc_TypeError, *PyExc_ValueError;
 extern PyObject _Py_NoneStruct; /* what CPython's own Py_None macro names */
 #define Py_None (&_Py_NoneStruct)
@@ -73,6 +74,15 @@ PyObject *PyObject_GetAttrString(PyObject *o, const char *name);
 PyObject *PyCFunction_NewEx(PyMethodDef *def, PyObject *self, PyObject *module);
 PyObject *PyUnicode_FromString(const char *s);
 int PyUnicode_CompareWithASCIIString(PyObject *s, const char *ascii);
+
+typedef int (*visitproc)(PyObject *object, void *arg);
+typedef int (*traverseproc)(PyObject *self, visitproc visit, void *arg);
+#define Py_tp_traverse 71 /* typeslots.h, fixed by the stable ABI */
+void *PyType_GetSlot(PyTypeObject *type, int slot);
+int PyObject_GC_IsTracked(PyObject *o);
+void *PyMem_Realloc(void *ptr, unsigned long size);
+void PyMem_Free(void *ptr);
+PyObject *PyErr_NoMemory(void);
 
 void Py_IncRef(PyObject *o);
 void Py_DecRef(PyObject *o); /* NULL is ignored, as Py_XDECREF does */
@@ -92,10 +102,14 @@ int PyBytes_AsStringAndSize(PyObject *bytes, char **buffer, Py_ssize_t *length);
 Py_ssize_t PyTuple_Size(PyObject *tuple);
 PyObject *PyTuple_GetItem(PyObject *tuple, Py_ssize_t index); /* borrowed */
 
+Py_ssize_t PyList_Size(PyObject *list);
+PyObject *PyList_GetItem(PyObject *list, Py_ssize_t index); /* borrowed */
+
 long long PyLong_AsLongLongAndOverflow(PyObject *o, int *overflow);
 PyObject *PyLong_FromLongLong(long long value);
 
 #define PyLong_CheckExact(op) (Py_TYPE(op) == &PyLong_Type)
 #define PyBool_Check(op) (Py_TYPE(op) == &PyBool_Type)
+#define PyList_CheckExact(op) (Py_TYPE(op) == &PyList_Type)
 
 #endif
