@@ -1535,12 +1535,13 @@ if sys.platform == "wasi":
 # ------------------------------------------------------------- an immortal snapshot
 # Counting references writes: a run that only calls a function increments and
 # decrements the counts of the function, its code, globals and builtins, and the pages
-# those counts sit on are then copied back by the slot's reset after every run, and
-# stay resident in the slot (docs/performance.md, "An immortal snapshot"). CPython
-# skips those writes for immortal objects (PEP 683), and the snapshot's objects live as
-# long as the instance anyway, so they are made immortal: everything the cyclic
-# collector tracks, what those refer to, and the constants of code objects (which the
-# collector does not traverse). What a run makes stays mortal and is freed as before.
+# those counts sit on are then copied back by the slot's reset after every run, and stay
+# resident in the slot (docs/performance.md, "What a Python run writes of the
+# snapshot"). CPython skips those writes for immortal objects (PEP 683), and the
+# snapshot's objects live as long as the instance anyway, so they are made immortal:
+# everything the cyclic collector tracks, what those refer to, and the constants of code
+# objects (which the collector does not traverse); their hashes are computed on the way,
+# for the same reason. What a run makes stays mortal and is freed as before.
 def _immortal_snapshot():
     _wasmbox_native.immortalize(gc.get_objects(), types.CodeType)
     # CPython must agree that they are immortal: references taken and dropped leave the
@@ -1602,3 +1603,6 @@ gc.collect()
 if sys.platform == "wasi":
     _immortal_snapshot()
 gc.freeze()
+if sys.platform == "wasi":
+    # A run's small blocks from empty pools, on as few pages as they fill (native/small_alloc.c).
+    _wasmbox_native.small_alloc_fresh_pools()

@@ -2,7 +2,6 @@
 //!
 //! The guests must be built first (`cargo xtask guests`); tests that need one
 //! fail loudly with that instruction rather than passing silently.
-
 mod broker_boundary;
 mod conformance;
 mod custom_guests;
@@ -19,10 +18,10 @@ mod prepared_instances;
 mod python_batteries;
 mod python_broker;
 mod python_guest;
-mod python_immortal;
 mod python_isolation;
 mod python_limits;
 mod python_random;
+mod python_snapshot_writes;
 mod python_step_cache;
 mod python_tools;
 mod sessions;

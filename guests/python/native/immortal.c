@@ -18,6 +18,9 @@
  * statically allocated objects, which this leaves alone. app.py checks at build time
  * that CPython sees the objects as immortal (`sys._is_immortal`) and that using them
  * leaves their counts alone, so a CPython that changed this fails the guest's build.
+ *
+ * The walk also computes the hash of every string, bytes, tuple and frozenset it meets:
+ * those keep their hash once computed, and a run that hashed one would write its page.
  */
 #include "stable_abi.h"
 
@@ -68,13 +71,20 @@ static int visit(PyObject *object, void *arg) {
 /* What `object` refers to, through its type's tp_traverse (as gc.get_referents), and a
  * code object's constants, which it does not traverse. */
 static int traverse(walk_state *walk, PyObject *object) {
-    if (Py_TYPE(object) == walk->code_type) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (type == &PyUnicode_Type || type == &PyBytes_Type || type == &PyTuple_Type || type == &PyFrozenSet_Type) {
+        /* These keep their hash once computed: computed here, a run does not write it. */
+        if (PyObject_Hash(object) == -1) {
+            PyErr_Clear(); /* a tuple holding something unhashable */
+        }
+    }
+    if (type == walk->code_type) {
         PyObject *constants = PyObject_GetAttrString(object, "co_consts");
         int status = constants == 0 ? -1 : visit(constants, walk);
         Py_DecRef(constants);
         return status;
     }
-    traverseproc tp_traverse = (traverseproc)PyType_GetSlot(Py_TYPE(object), Py_tp_traverse);
+    traverseproc tp_traverse = (traverseproc)PyType_GetSlot(type, Py_tp_traverse);
     return tp_traverse == 0 ? 0 : tp_traverse(object, visit, walk);
 }
 

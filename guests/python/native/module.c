@@ -4,7 +4,7 @@
  * shared library as a core module of its own, and each one more costs every run a little
  * (its instantiation and set-up: docs/performance.md, "Session 10"). Each file of this
  * folder adds its functions to it:
- * - small_alloc.c: install_small_alloc(), small_alloc_arenas();
+ * - small_alloc.c: install_small_alloc(), small_alloc_fresh_pools(), small_alloc_arenas();
  * - wide_sum.c: sum(), builtin_sum;
  * - random_state.c: seed_random();
  * - immortal.c: immortalize().

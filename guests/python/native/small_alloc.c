@@ -184,24 +184,31 @@ static void unlink_used(pool *p, unsigned cls) {
     }
 }
 
+/* An empty pool, set up to serve class `cls` and first in the class's list; NULL when
+ * memory is out. */
+static pool *start_pool(unsigned cls) {
+    pool *p = take_pool();
+    if (p == 0) {
+        return 0;
+    }
+    /* An arena's first pool holds the arena's header too. */
+    uint32_t first = POOL_HEADER + ((char *)p == p->owner->base ? ARENA_HEADER : 0);
+    p->block_size = (cls + 1) << ALIGNMENT_SHIFT;
+    p->in_use = 0;
+    p->free = (char *)p + first;
+    *(void **)p->free = 0;
+    p->next_offset = first + p->block_size;
+    p->max_offset = POOL_SIZE - p->block_size;
+    link_used(p, cls);
+    return p;
+}
+
 /* A block of the class for `size` (1..SMALL_MAX bytes), or NULL when memory is out. */
 static void *small_alloc(size_t size) {
     unsigned cls = (unsigned)((size - 1) >> ALIGNMENT_SHIFT);
     pool *p = used[cls];
-    if (p == 0) {
-        p = take_pool();
-        if (p == 0) {
-            return 0;
-        }
-        /* An arena's first pool holds the arena's header too. */
-        uint32_t first = POOL_HEADER + ((char *)p == p->owner->base ? ARENA_HEADER : 0);
-        p->block_size = (cls + 1) << ALIGNMENT_SHIFT;
-        p->in_use = 0;
-        p->free = (char *)p + first;
-        *(void **)p->free = 0;
-        p->next_offset = first + p->block_size;
-        p->max_offset = POOL_SIZE - p->block_size;
-        link_used(p, cls);
+    if (p == 0 && (p = start_pool(cls)) == 0) {
+        return 0;
     }
     void *block = p->free;
     p->in_use++;
@@ -335,10 +342,31 @@ static PyObject *arenas(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(pools / POOLS_PER_ARENA);
 }
 
+/* Puts an empty pool first in the list of every class that has pools with free blocks.
+ * Called last at build time: the snapshot's pools have their free blocks scattered over
+ * all their pages, in the order the build freed them, so a run that takes a few blocks
+ * of a class wrote to as many pages, each of which the slot's reset copies back after
+ * the run. From an empty pool its blocks come one after another, on as few pages as
+ * they fill. The pools behind it serve the class once it is full, as before. */
+static PyObject *fresh_pools(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    for (unsigned cls = 0; cls < CLASSES; cls++) {
+        if (used[cls] != 0 && start_pool(cls) == 0) {
+            return PyErr_NoMemory();
+        }
+    }
+    Py_IncRef(Py_None);
+    return Py_None;
+}
+
 static PyMethodDef small_alloc_methods[] = {
     {"install_small_alloc", install, METH_NOARGS,
      "install_small_alloc()\n--\n\n"
      "Serve CPython's PyMem and object allocations of at most 512 bytes from pools."},
+    {"small_alloc_fresh_pools", fresh_pools, METH_NOARGS,
+     "small_alloc_fresh_pools()\n--\n\n"
+     "Put an empty pool first for every size class that has pools with free blocks."},
     {"small_alloc_arenas", arenas, METH_NOARGS,
      "small_alloc_arenas()\n--\n\nHow many 256 KiB arenas the pools have taken."},
     {0, 0, 0, 0},

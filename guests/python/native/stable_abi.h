@@ -62,6 +62,7 @@ typedef struct PyModuleDef {
 #define Py_TPFLAGS_UNICODE_SUBCLASS (1UL << 28)
 
 extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type, PyList_Type;
+extern PyTypeObject PyUnicode_Type, PyBytes_Type, PyTuple_Type, PyFrozenSet_Type;
 extern PyObject *PyExc_ImportError, *PyExc_TypeError, *PyExc_ValueError;
 extern PyObject _Py_NoneStruct; /* what CPython's own Py_None macro names */
 #define Py_None (&_Py_NoneStruct)
@@ -83,6 +84,8 @@ int PyObject_GC_IsTracked(PyObject *o);
 void *PyMem_Realloc(void *ptr, unsigned long size);
 void PyMem_Free(void *ptr);
 PyObject *PyErr_NoMemory(void);
+void PyErr_Clear(void);
+Py_ssize_t PyObject_Hash(PyObject *o);
 
 void Py_IncRef(PyObject *o);
 void Py_DecRef(PyObject *o); /* NULL is ignored, as Py_XDECREF does */

@@ -1,9 +1,11 @@
-//! The Python guest's build snapshot is immortal (guests/python/app.py,
-//! `_immortal_snapshot`; native/immortal.c): counting references to the snapshot's
-//! objects writes nothing, so a run leaves fewer pages for the slot's reset to copy back.
-//! What a run makes itself stays mortal and is freed as before, and a run that drops or
-//! replaces snapshot objects leaves later runs unharmed. A build without the change
-//! fails the first test.
+//! What a Python run writes of the build's snapshot, which the slot's reset then copies
+//! back (docs/performance.md, "What a Python run writes of the snapshot"): the
+//! snapshot's objects are immortal (guests/python/app.py, `_immortal_snapshot`;
+//! native/immortal.c), so counting references to them writes nothing, and a run's small
+//! blocks come from empty pools (native/small_alloc.c, `small_alloc_fresh_pools`), on as
+//! few pages as they fill. What a run makes itself stays mortal and is freed as before,
+//! and a run that drops or replaces snapshot objects leaves later runs unharmed. A build
+//! without either change fails the first test or the last.
 
 use serde_json::json;
 use wasmbox::{Limits, Sandbox, SessionConfig, Tools};
@@ -81,4 +83,16 @@ async fn dropping_snapshot_objects_harms_no_later_run() {
         let code = format!("import json\njson.loads = lambda text, n={step}: n\njson.loads('x')");
         assert_eq!(value(&session.run(&code).await), json!(step));
     }
+}
+
+/// A run's first small blocks of a size lie on a page or two, not wherever the build
+/// happened to free blocks of that size (the old guest: 64 tuples on 20 pages).
+#[tokio::test]
+async fn a_runs_small_blocks_come_from_empty_pools() {
+    let code = "tuples = [(i, -i) for i in range(200, 264)]\n\
+                texts = [str(i) * 3 for i in range(1000, 1064)]\n\
+                [len({id(x) >> 12 for x in made}) for made in (tuples, texts)]";
+    let pages = value(&sandbox().run(code).await);
+    let pages: Vec<u64> = serde_json::from_value(pages).expect("two counts");
+    assert!(pages.iter().all(|&count| count <= 4), "64 small blocks of one size took {pages:?} pages");
 }
