@@ -2,6 +2,7 @@
 //!
 //! The guests must be built first (`cargo xtask guests`); tests that need one
 //! fail loudly with that instruction rather than passing silently.
+
 mod broker_boundary;
 mod conformance;
 mod custom_guests;

@@ -86,7 +86,7 @@ async fn dropping_snapshot_objects_harms_no_later_run() {
 }
 
 /// A run's first small blocks of a size lie on a page or two, not wherever the build
-/// happened to free blocks of that size (the old guest: 64 tuples on 20 pages).
+/// happened to free blocks of that size (docs/performance.md has the old guest's count).
 #[tokio::test]
 async fn a_runs_small_blocks_come_from_empty_pools() {
     let code = "tuples = [(i, -i) for i in range(200, 264)]\n\

@@ -33,7 +33,6 @@ typedef struct PyMethodDef {
 #define METH_FASTCALL 0x0080
 #define METH_KEYWORDS 0x0002
 #define METH_NOARGS 0x0004
-#define METH_O 0x0008
 
 typedef struct PyModuleDef_Base {
     PyObject ob_base;
