@@ -102,10 +102,22 @@ impl Default for ModuleVersionStrategy {
     }
 }
 
+/// wasmbox: appended to the version artifacts carry, because this build's artifacts
+/// differ from stock wasmtime's (`Module::imported_table_segments`): neither loads
+/// the other's, and their precompile hashes differ.
+macro_rules! wasmbox_artifact_format {
+    () => {
+        "+wasmbox.imported-table-segments"
+    };
+}
+
 impl core::hash::Hash for ModuleVersionStrategy {
     fn hash<H: core::hash::Hasher>(&self, hasher: &mut H) {
         match self {
-            Self::WasmtimeVersion => env!("CARGO_PKG_VERSION").hash(hasher),
+            Self::WasmtimeVersion => {
+                env!("CARGO_PKG_VERSION").hash(hasher);
+                wasmbox_artifact_format!().hash(hasher);
+            }
             Self::Custom(s) => s.hash(hasher),
             Self::None => {}
         };
@@ -116,7 +128,9 @@ impl ModuleVersionStrategy {
     /// Get the string-encoding version of the module.
     pub fn as_str(&self) -> &str {
         match &self {
-            Self::WasmtimeVersion => env!("CARGO_PKG_VERSION_MAJOR"),
+            Self::WasmtimeVersion => {
+                concat!(env!("CARGO_PKG_VERSION_MAJOR"), wasmbox_artifact_format!())
+            }
             Self::Custom(c) => c,
             Self::None => "",
         }

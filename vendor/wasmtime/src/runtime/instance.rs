@@ -330,6 +330,13 @@ impl Instance {
 
         let instance = Instance::from_wasmtime(id, store);
 
+        // wasmbox: the element segments for imported tables, which the startup
+        // function no longer applies (`apply_imported_table_segments`).
+        {
+            let (vm_instance, registry) = instance.id.get_mut_and_module_registry(store);
+            vm_instance.apply_imported_table_segments(registry)?;
+        }
+
         let needs_startup = instance.id.get_mut(store).needs_startup();
 
         // At this point the instance is created and stored within the store,

@@ -35,14 +35,26 @@ use wasmtime_environ::{
     Abi, DefinedFuncIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
     DefinedTagIndex, EntityIndex, EntityRef, FuncIndex, FuncKey, GlobalConstValue, GlobalIndex,
     HostPtr, MemoryIndex, MemoryInitialization, ModuleStartup, PassiveElemIndex, PtrSize,
-    RuntimeDataIndex, TableIndex, TagIndex, VMCONTEXT_MAGIC, VMOffsets, VMSharedTypeIndex,
-    WasmRefType, packed_option::ReservedValue,
+    ImportedTableSegmentOffset, RuntimeDataIndex, TableIndex, TagIndex, VMCONTEXT_MAGIC,
+    VMOffsets, VMSharedTypeIndex, WasmRefType, WasmValType, packed_option::ReservedValue,
 };
 #[cfg(feature = "wmemcheck")]
 use wasmtime_wmemcheck::Wmemcheck;
 
 mod allocator;
 pub use allocator::*;
+
+/// wasmbox: an element segment of `source`'s module (its `imported_table_segments`
+/// entry `segment`) that wrote `len` elements of the defined table `table` from
+/// `start` on. An element of that range still uninitialized when read takes its
+/// function from the segment.
+struct LazyTableSource {
+    table: DefinedTableIndex,
+    start: u64,
+    len: u64,
+    source: SendSyncPtr<VMContext>,
+    segment: usize,
+}
 
 /// A type that roughly corresponds to a WebAssembly instance, but is also used
 /// for host-defined objects.
@@ -133,6 +145,10 @@ pub struct Instance {
     // but that type is currently footgun-y / isn't actually OOM-safe yet.
     passive_elements: TryVec<PassiveElementSegment>,
 
+    /// wasmbox: element segments of other instances' modules written to this
+    /// instance's defined tables (`apply_imported_table_segments`), oldest first.
+    lazy_table_sources: TryVec<LazyTableSource>,
+
     // TODO: add support for multiple memories; `wmemcheck_state` corresponds to
     // memory 0.
     #[cfg(feature = "wmemcheck")]
@@ -206,6 +222,7 @@ impl Instance {
             memories: TryPrimaryMap::default(),
             tables: TryPrimaryMap::default(),
             passive_elements,
+            lazy_table_sources: TryVec::new(),
             #[cfg(feature = "wmemcheck")]
             wmemcheck_state,
             store: None,
@@ -1145,12 +1162,26 @@ impl Instance {
                 // determine the function that is going to be initialized. Note
                 // that `i` may be outside the limits of the static
                 // initialization so it's a fallible `get` instead of an index.
-                let module = self.env_module();
-                let precomputed = &module.table_initialization[idx];
-                // Panicking here helps catch bugs rather than silently truncating by accident.
-                let func_index = precomputed.get(usize::try_from(i).unwrap()).cloned();
-                let func_ref = func_index
-                    .and_then(|func_index| self.as_mut().get_func_ref(registry, func_index));
+                // wasmbox: an element that another module's segment wrote takes its
+                // function from that segment (`apply_imported_table_segments`).
+                let func_ref = if let Some((source, segment, offset)) =
+                    self.lazy_table_source(idx, i)
+                {
+                    // SAFETY: `source` is the context of an instance of this store
+                    // (it was recorded by that instance, and instances live as long
+                    // as their store).
+                    let source = unsafe { self.as_mut().sibling_vmctx_mut(source) };
+                    let func_index = source.env_module().imported_table_segments[segment]
+                        .elements[offset];
+                    source.get_func_ref(registry, func_index)
+                } else {
+                    let module = self.env_module();
+                    let precomputed = &module.table_initialization[idx];
+                    // Panicking here helps catch bugs rather than silently truncating by accident.
+                    let func_index = precomputed.get(usize::try_from(i).unwrap()).cloned();
+                    func_index
+                        .and_then(|func_index| self.as_mut().get_func_ref(registry, func_index))
+                };
                 self.as_mut().tables_mut()[idx]
                     .1
                     .set_func(i, func_ref)
@@ -1159,6 +1190,95 @@ impl Instance {
         }
 
         self.get_defined_table(idx)
+    }
+
+    /// wasmbox: the newest recorded segment that wrote element `index` of defined
+    /// table `table`: the writing instance's context, the segment's index in its
+    /// module, and the element's position in the segment.
+    fn lazy_table_source(
+        &self,
+        table: DefinedTableIndex,
+        index: u64,
+    ) -> Option<(NonNull<VMContext>, usize, usize)> {
+        self.lazy_table_sources.iter().rev().find_map(|source| {
+            let offset = index.checked_sub(source.start)?;
+            (source.table == table && offset < source.len).then(|| {
+                (
+                    source.source.as_non_null(),
+                    source.segment,
+                    usize::try_from(offset).unwrap(),
+                )
+            })
+        })
+    }
+
+    /// wasmbox: applies this module's `imported_table_segments`, in order, before the
+    /// startup function runs (which would otherwise make each element's funcref).
+    /// Each segment's range of the imported table is marked uninitialized and the
+    /// segment is recorded with the table's owner, which makes an element's funcref
+    /// when the slot is first read (`get_defined_table_with_lazy_init`), as it does
+    /// for its own precomputed image. A segment out of the table's bounds traps, as
+    /// the startup function's bounds check would, leaving the segments before it
+    /// applied. A table without lazy initialisation gets the funcrefs at once.
+    pub(crate) fn apply_imported_table_segments(
+        mut self: Pin<&mut Self>,
+        registry: &ModuleRegistry,
+    ) -> Result<()> {
+        let module = self.env_module().clone();
+        let source = SendSyncPtr::new(self.vmctx());
+        for (segment_index, segment) in module.imported_table_segments.iter().enumerate() {
+            let start = match segment.offset {
+                ImportedTableSegmentOffset::Const(offset) => offset,
+                ImportedTableSegmentOffset::Global(global) => {
+                    let from = self.imported_global(global).from.as_non_null();
+                    // SAFETY: an imported global's definition is valid while this
+                    // instance is, and validation made it an `i32` or `i64`.
+                    unsafe {
+                        match module.globals[global].wasm_ty {
+                            WasmValType::I32 => u64::from(*from.as_ref().as_u32()),
+                            WasmValType::I64 => *from.as_ref().as_u64(),
+                            _ => unreachable!("a table offset is an i32 or an i64"),
+                        }
+                    }
+                }
+            };
+            let len = u64::try_from(segment.elements.len()).unwrap();
+            let lazy = {
+                let (table_index, owner) =
+                    self.as_mut().defined_table_index_and_instance(segment.table_index);
+                let table = &mut owner.tables_mut()[table_index].1;
+                let size = u64::try_from(table.size()).unwrap();
+                if start.checked_add(len).is_none_or(|end| end > size) {
+                    return Err(wasmtime_environ::Trap::TableOutOfBounds.into());
+                }
+                table.lazy_init()
+            };
+            if lazy {
+                let (table_index, mut owner) =
+                    self.as_mut().defined_table_index_and_instance(segment.table_index);
+                owner.as_mut().tables_mut()[table_index]
+                    .1
+                    .set_funcs_uninitialized(start, len);
+                // SAFETY: see `store_mut`.
+                unsafe { owner.get_unchecked_mut() }
+                    .lazy_table_sources
+                    .push(LazyTableSource {
+                        table: table_index,
+                        start,
+                        len,
+                        source,
+                        segment: segment_index,
+                    })?;
+            } else {
+                for (i, func_index) in (start..).zip(segment.elements.iter()) {
+                    let func_ref = self.as_mut().get_func_ref(registry, *func_index);
+                    let (table_index, owner) =
+                        self.as_mut().defined_table_index_and_instance(segment.table_index);
+                    owner.tables_mut()[table_index].1.set_func(i, func_ref)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Get a locally-defined table.

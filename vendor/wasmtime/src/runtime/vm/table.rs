@@ -771,6 +771,30 @@ impl Table {
         Ok(())
     }
 
+    /// wasmbox: whether this is a funcref table whose elements are initialized
+    /// lazily (an uninitialized element is made when first read).
+    pub fn lazy_init(&self) -> bool {
+        match self {
+            Self::Dynamic(DynamicTable::Func(DynamicFuncTable { lazy_init, .. }))
+            | Self::Static(StaticTable::Func(StaticFuncTable { lazy_init, .. })) => *lazy_init,
+            _ => false,
+        }
+    }
+
+    /// wasmbox: marks `len` elements from `start` on uninitialized, for a lazily
+    /// initialized funcref table whose owner records where they come from.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the range is out of bounds or the table is not lazily initialized.
+    pub fn set_funcs_uninitialized(&mut self, start: u64, len: u64) {
+        let start = usize::try_from(start).unwrap();
+        let end = start.checked_add(usize::try_from(len).unwrap()).unwrap();
+        let (funcrefs, lazy_init) = self.funcrefs_mut();
+        assert!(lazy_init);
+        funcrefs[start..end].fill(MaybeTaggedFuncRef(None));
+    }
+
     /// Same as [`Self::set_func`] except for GC references.
     pub fn set_gc_ref(
         &mut self,
