@@ -10,10 +10,11 @@
 use super::{Engine, EngineConfig};
 use wasmtime::{Instance, Module, Store, Table, Val};
 
-/// The table's owner: a table of 10 funcrefs and the base a library is linked at.
+/// The table's owner: a table of 10 funcrefs and the bases libraries are linked at.
 const OWNER: &str = r#"(module
     (table (export "table") 10 funcref)
-    (global (export "base") i32 (i32.const 2)))"#;
+    (global (export "base") i32 (i32.const 2))
+    (global (export "next") i32 (i32.const 3)))"#;
 
 /// A library with functions returning 1 and 2 placed at `base`, and `call` and
 /// `copy` entry points that use the imported table from wasm.
@@ -30,13 +31,15 @@ const LIBRARY: &str = r#"(module
     (func (export "copy") (param i32 i32)
         local.get 0 local.get 1 i32.const 1 table.copy))"#;
 
-/// A second library whose segment overlaps the first's second slot with a 3.
+/// A second library whose segments put a 3 over the first's second slot and in two
+/// empty ones, the last at an offset only the startup function computes.
 const OVERLAPPING: &str = r#"(module
     (import "env" "table" (table 10 funcref))
-    (import "env" "base" (global $base i32))
+    (import "env" "next" (global $next i32))
     (func $three (result i32) i32.const 3)
-    (elem (table 0) (offset (i32.add (global.get $base) (i32.const 1))) func $three)
-    (elem (table 0) (i32.const 5) func $three))"#;
+    (elem (table 0) (global.get $next) func $three)
+    (elem (table 0) (i32.const 5) func $three)
+    (elem (table 0) (offset (i32.add (global.get $next) (i32.const 3))) func $three))"#;
 
 /// A library whose first segment fits and whose second does not.
 const OUT_OF_BOUNDS: &str = r#"(module
@@ -63,11 +66,12 @@ impl Linked {
         Linked { store, owner, table, engine }
     }
 
+    /// Instantiates `wat`, whose imports are all the owner's exports of those names.
     fn link(&mut self, wat: &str) -> wasmtime::Result<Instance> {
         let module = Module::new(&self.engine, wat).unwrap();
-        let table = self.table.into();
-        let base = self.owner.get_global(&mut self.store, "base").unwrap().into();
-        Instance::new(&mut self.store, &module, &[table, base])
+        let imports: Vec<_> =
+            module.imports().map(|import| self.owner.get_export(&mut self.store, import.name()).unwrap()).collect();
+        Instance::new(&mut self.store, &module, &imports)
     }
 
     fn call(&mut self, library: Instance, slot: i32) -> wasmtime::Result<i32> {
@@ -117,6 +121,7 @@ fn the_last_write_to_a_slot_wins_whatever_wrote_it() {
     assert_eq!(linked.call(library, 2).unwrap(), 1);
     assert_eq!(linked.call(library, 3).unwrap(), 3);
     assert_eq!(linked.call(library, 5).unwrap(), 3);
+    assert_eq!(linked.call(library, 6).unwrap(), 3);
     // A host write over a slot a segment filled, then read from wasm.
     let three = linked.table.get(&mut linked.store, 5).unwrap();
     linked.table.set(&mut linked.store, 2, three).unwrap();

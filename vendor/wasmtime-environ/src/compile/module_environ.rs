@@ -1671,7 +1671,8 @@ impl ModuleTranslation<'_> {
         // wasmbox: the segments that follow, up to the first that must run in the
         // startup function, are left to the runtime if they write functions to an
         // imported table (`Module::imported_table_segments`). The runtime applies them
-        // before the startup function, so the module's order of segments is kept.
+        // before the startup function, so the module's order of segments is kept
+        // (vendor/README.md says what differs when one of them traps).
         while let Some(segment) = segments.peek() {
             let Some(imported) = self.imported_table_segment(segment) else {
                 break;

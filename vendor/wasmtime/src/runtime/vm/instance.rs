@@ -1256,11 +1256,10 @@ impl Instance {
             if lazy {
                 let (table_index, mut owner) =
                     self.as_mut().defined_table_index_and_instance(segment.table_index);
-                owner.as_mut().tables_mut()[table_index]
-                    .1
-                    .set_funcs_uninitialized(start, len);
+                // Recorded before the range is marked, so that running out of memory
+                // here leaves the table as it was.
                 // SAFETY: see `store_mut`.
-                unsafe { owner.get_unchecked_mut() }
+                unsafe { owner.as_mut().get_unchecked_mut() }
                     .lazy_table_sources
                     .push(LazyTableSource {
                         table: table_index,
@@ -1269,6 +1268,9 @@ impl Instance {
                         source,
                         segment: segment_index,
                     })?;
+                owner.tables_mut()[table_index]
+                    .1
+                    .set_funcs_uninitialized(start, len);
             } else {
                 for (i, func_index) in (start..).zip(segment.elements.iter()) {
                     let func_ref = self.as_mut().get_func_ref(registry, *func_index);
