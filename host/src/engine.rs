@@ -416,6 +416,9 @@ impl std::fmt::Debug for Engine {
 }
 
 #[cfg(test)]
+mod component_imports;
+
+#[cfg(test)]
 mod imported_table_segments;
 
 #[cfg(test)]

@@ -743,6 +743,28 @@ impl OwnedImports {
         Ok(())
     }
 
+    /// wasmbox: pushes a function import resolved without a `Func`; see
+    /// `vm::Instance::function_import`.
+    #[cfg(feature = "component-model")]
+    pub(crate) fn push_function_import(
+        &mut self,
+        import: crate::runtime::vm::VMFunctionImport,
+    ) -> Result<(), OutOfMemory> {
+        self.functions.push(import)?;
+        Ok(())
+    }
+
+    /// wasmbox: pushes a global import resolved without a `Global`; see
+    /// `vm::Instance::global_import`.
+    #[cfg(feature = "component-model")]
+    pub(crate) fn push_global_import(
+        &mut self,
+        import: crate::runtime::vm::VMGlobalImport,
+    ) -> Result<(), OutOfMemory> {
+        self.globals.push(import)?;
+        Ok(())
+    }
+
     pub(crate) fn as_ref(&self) -> Imports<'_> {
         Imports {
             tables: self.tables.values().as_slice(),

@@ -80,12 +80,11 @@ impl CompiledModule {
         Ok(ret)
     }
 
-    /// wasmbox: every instantiation builds a `VMFuncRef` for each function an
-    /// element segment names: ~5,000 per instance for componentize-py's libpython,
-    /// whose segment targets an imported table and so cannot be initialised lazily.
+    /// wasmbox: funcrefs are made at every instantiation and during runs (element
+    /// segments' slots when first read, functions other core instances import).
     /// Looking both code offsets up in `index` (a namespace search, then a range
-    /// lookup) each time was a quarter of a trivial run; they are looked up once
-    /// here, when the module loads, instead.
+    /// lookup) each time cost more than the rest of making one; they are looked up
+    /// once here, when the module loads, instead.
     fn compute_funcref_offsets(&self) -> Vec<FuncrefOffsets> {
         let module_index = self.module_index();
         self.module

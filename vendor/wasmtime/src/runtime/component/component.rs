@@ -101,6 +101,10 @@ struct ComponentInner {
     /// Metadata produced during compilation.
     info: CompiledComponentInfo,
 
+    /// wasmbox: the text offsets of every trampoline's wasm-call and array-call
+    /// code, looked up once here rather than in `index` at every instantiation.
+    trampoline_offsets: TryPrimaryMap<TrampolineIndex, TrampolineOffsets>,
+
     /// The index of compiled functions and their locations in the text section
     /// for this component.
     index: Arc<CompiledFunctionsTable>,
@@ -118,6 +122,13 @@ impl fmt::Debug for Component {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Component").finish_non_exhaustive()
     }
+}
+
+/// wasmbox: see `ComponentInner::trampoline_offsets`.
+#[derive(Clone, Copy)]
+struct TrampolineOffsets {
+    wasm_call: u32,
+    array_call: u32,
 }
 
 pub(crate) struct AllCallFuncPointers {
@@ -478,6 +489,21 @@ impl Component {
             })
             .collect::<Result<_>>()?;
 
+        let mut trampoline_offsets =
+            TryPrimaryMap::with_capacity(info.component.trampolines.len())?;
+        for (trampoline, _) in info.component.trampolines.iter() {
+            let start = |abi| {
+                index
+                    .func_loc(FuncKey::ComponentTrampoline(abi, trampoline))
+                    .expect("every trampoline is compiled")
+                    .start
+            };
+            trampoline_offsets.push(TrampolineOffsets {
+                wasm_call: start(Abi::Wasm),
+                array_call: start(Abi::Array),
+            })?;
+        }
+
         let realloc_func_type = Arc::new(FuncType::new(
             engine,
             [ValType::I32, ValType::I32, ValType::I32, ValType::I32],
@@ -492,6 +518,7 @@ impl Component {
                 static_modules,
                 code,
                 info,
+                trampoline_offsets,
                 index,
                 realloc_func_type,
                 checksum,
@@ -531,14 +558,20 @@ impl Component {
     }
 
     pub(crate) fn trampoline_ptrs(&self, index: TrampolineIndex) -> AllCallFuncPointers {
-        let wasm_call = self
-            .store_invariant_func(FuncKey::ComponentTrampoline(Abi::Wasm, index))
-            .unwrap()
-            .cast();
-        let array_call = self
-            .store_invariant_func(FuncKey::ComponentTrampoline(Abi::Array, index))
-            .unwrap()
-            .cast();
+        let offsets = self.inner.trampoline_offsets[index];
+        let text = self.engine_code().text();
+        let wasm_call = NonNull::from(&text[offsets.wasm_call as usize]).cast();
+        let array_call = NonNull::from(&text[offsets.array_call as usize]).cast();
+        // wasmbox: every debug build checks the offsets against the look-up they
+        // replace.
+        debug_assert_eq!(
+            Some(wasm_call.cast::<u8>()),
+            self.store_invariant_func(FuncKey::ComponentTrampoline(Abi::Wasm, index))
+        );
+        debug_assert_eq!(
+            Some(array_call.cast::<u8>()),
+            self.store_invariant_func(FuncKey::ComponentTrampoline(Abi::Array, index))
+        );
         AllCallFuncPointers {
             wasm_call,
             array_call,

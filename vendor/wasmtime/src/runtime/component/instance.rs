@@ -653,6 +653,27 @@ where
     unsafe { instance.get_export_by_index_mut(registry, store_id, idx) }
 }
 
+/// wasmbox: every debug build (the workspace's tests) checks a global import
+/// resolved by `vm::Instance::global_import` against the stock path's.
+#[cfg(debug_assertions)]
+fn check_global_import(
+    store: &mut StoreOpaque,
+    id: ComponentInstanceId,
+    arg: &CoreDef,
+    import: &vm::VMGlobalImport,
+) {
+    let vm::Export::Global(global) = lookup_vmdef(store, id, arg) else {
+        panic!("a global export resolved to something else");
+    };
+    let stock = global.vmimport(store);
+    assert!(
+        stock.from == import.from
+            && stock.vmctx == import.vmctx
+            && format!("{:?}", stock.kind) == format!("{:?}", import.kind),
+        "global import differs from the stock path's"
+    );
+}
+
 struct Instantiator<'a> {
     component: &'a Component,
     id: ComponentInstanceId,
@@ -1009,6 +1030,36 @@ impl<'a> Instantiator<'a> {
             if cfg!(debug_assertions) {
                 let (imp_module, imp_name, expected) = imports.next().unwrap();
                 self.assert_type_matches(store, module, arg, imp_module, imp_name, expected);
+            }
+
+            // wasmbox: functions and globals that another core instance of this
+            // component exports, by index (nearly all of a dynamically linked
+            // guest's imports), are resolved straight to their `VM*Import`
+            // instead of through a `Func`/`Global` handle; see vendor/README.md.
+            if let CoreDef::Export(CoreExport {
+                instance,
+                item: ExportItem::Index(index @ (EntityIndex::Function(_) | EntityIndex::Global(_))),
+            }) = arg
+            {
+                let id = store
+                    .store_data_mut()
+                    .component_instance_mut(self.id)
+                    .instance(*instance);
+                let (source, registry) = store.instance_and_module_registry_mut(id);
+                match *index {
+                    EntityIndex::Function(index) => {
+                        let import = source.function_import(registry, index);
+                        self.core_imports.push_function_import(import)?;
+                    }
+                    EntityIndex::Global(index) => {
+                        let import = source.global_import(index);
+                        #[cfg(debug_assertions)]
+                        check_global_import(store, self.id, arg, &import);
+                        self.core_imports.push_global_import(import)?;
+                    }
+                    _ => unreachable!(),
+                }
+                continue;
             }
 
             // The unsafety here should be ok since the `export` is loaded

@@ -34,9 +34,9 @@ use wasmtime_environ::error::OutOfMemory;
 use wasmtime_environ::{
     Abi, DefinedFuncIndex, DefinedGlobalIndex, DefinedMemoryIndex, DefinedTableIndex,
     DefinedTagIndex, EntityIndex, EntityRef, FuncIndex, FuncKey, GlobalConstValue, GlobalIndex,
-    HostPtr, MemoryIndex, MemoryInitialization, ModuleStartup, PassiveElemIndex, PtrSize,
-    ImportedTableSegmentOffset, RuntimeDataIndex, TableIndex, TagIndex, VMCONTEXT_MAGIC,
-    VMOffsets, VMSharedTypeIndex, WasmRefType, WasmValType, packed_option::ReservedValue,
+    HostPtr, ImportedTableSegmentOffset, MemoryIndex, MemoryInitialization, ModuleStartup,
+    PassiveElemIndex, PtrSize, RuntimeDataIndex, TableIndex, TagIndex, VMCONTEXT_MAGIC, VMOffsets,
+    VMSharedTypeIndex, WasmRefType, WasmValType, packed_option::ReservedValue,
 };
 #[cfg(feature = "wmemcheck")]
 use wasmtime_wmemcheck::Wmemcheck;
@@ -630,6 +630,79 @@ impl Instance {
         unsafe { crate::Func::from_vm_func_ref(store, func_ref) }
     }
 
+    /// wasmbox: the `VMFunctionImport` an instance importing this instance's
+    /// function `index` stores: the same fields `get_exported_func` followed by
+    /// `Func::vmimport` give, without writing this instance's own `VMFuncRef`
+    /// for it or making a `Func`. A component's core instances import thousands
+    /// of each other's functions at every instantiation; see vendor/README.md.
+    pub(crate) fn function_import(
+        self: Pin<&mut Self>,
+        registry: &ModuleRegistry,
+        index: FuncIndex,
+    ) -> VMFunctionImport {
+        let module = self.env_module();
+        let Some(def_index) = module.defined_func_index(index) else {
+            return self.imported_function(index).clone();
+        };
+        let runtime_module = self
+            .runtime_module()
+            .expect("function import impossible from fake module");
+        let offsets = match store_code_is_private(runtime_module) {
+            true => None,
+            false => runtime_module.compiled_module().funcref_offsets(def_index),
+        };
+        let Some(offsets) = offsets else {
+            let func_ref = self.get_func_ref(registry, index).unwrap();
+            // SAFETY: `get_func_ref` returns a valid, initialised funcref of
+            // this instance.
+            return unsafe { func_ref.as_ref() }
+                .as_vm_function_import()
+                .expect("a wasm function has a wasm_call")
+                .clone();
+        };
+        let text = runtime_module.engine_code().text();
+        let import = VMFunctionImport {
+            array_call: VmPtr::from(NonNull::from(&text[offsets.array_call as usize]).cast()),
+            wasm_call: VmPtr::from(NonNull::from(&text[offsets.wasm_call as usize]).cast()),
+            type_index: module.functions[index].signature.unwrap_engine_type_index(),
+            vmctx: VMOpaqueContext::from_vmcontext(self.vmctx()).into(),
+        };
+        // wasmbox: every debug build (the workspace's tests) checks the import
+        // against the funcref the stock path writes.
+        #[cfg(debug_assertions)]
+        {
+            let func_ref = self.get_func_ref(registry, index).unwrap();
+            // SAFETY: as above.
+            let stock = unsafe { func_ref.as_ref() }
+                .as_vm_function_import()
+                .unwrap();
+            assert!(
+                stock.array_call == import.array_call
+                    && stock.wasm_call == import.wasm_call
+                    && stock.type_index == import.type_index
+                    && stock.vmctx == import.vmctx,
+                "function import differs from the stock path's"
+            );
+        }
+        import
+    }
+
+    /// wasmbox: the `VMGlobalImport` an instance importing this instance's
+    /// global `index` stores: what `get_exported_global` followed by
+    /// `Global::vmimport` gives, without the store look-ups. For an imported
+    /// global that is this instance's own import, which already names the
+    /// global's definition.
+    pub(crate) fn global_import(&self, index: GlobalIndex) -> VMGlobalImport {
+        match self.env_module().defined_global_index(index) {
+            Some(def_index) => VMGlobalImport {
+                from: self.global_ptr(def_index).into(),
+                vmctx: Some(VMOpaqueContext::from_vmcontext(self.vmctx()).into()),
+                kind: VMGlobalKind::Instance(def_index),
+            },
+            None => self.imported_global(index).clone(),
+        }
+    }
+
     /// Returns a `Func` corresponding to the startup function for this
     /// instance, if generated at compile time.
     ///
@@ -1164,24 +1237,23 @@ impl Instance {
                 // initialization so it's a fallible `get` instead of an index.
                 // wasmbox: an element that another module's segment wrote takes its
                 // function from that segment (`apply_imported_table_segments`).
-                let func_ref = if let Some((source, segment, offset)) =
-                    self.lazy_table_source(idx, i)
-                {
-                    // SAFETY: `source` is the context of an instance of this store
-                    // (it was recorded by that instance, and instances live as long
-                    // as their store).
-                    let source = unsafe { self.as_mut().sibling_vmctx_mut(source) };
-                    let func_index = source.env_module().imported_table_segments[segment]
-                        .elements[offset];
-                    source.get_func_ref(registry, func_index)
-                } else {
-                    let module = self.env_module();
-                    let precomputed = &module.table_initialization[idx];
-                    // Panicking here helps catch bugs rather than silently truncating by accident.
-                    let func_index = precomputed.get(usize::try_from(i).unwrap()).cloned();
-                    func_index
-                        .and_then(|func_index| self.as_mut().get_func_ref(registry, func_index))
-                };
+                let func_ref =
+                    if let Some((source, segment, offset)) = self.lazy_table_source(idx, i) {
+                        // SAFETY: `source` is the context of an instance of this store
+                        // (it was recorded by that instance, and instances live as long
+                        // as their store).
+                        let source = unsafe { self.as_mut().sibling_vmctx_mut(source) };
+                        let func_index =
+                            source.env_module().imported_table_segments[segment].elements[offset];
+                        source.get_func_ref(registry, func_index)
+                    } else {
+                        let module = self.env_module();
+                        let precomputed = &module.table_initialization[idx];
+                        // Panicking here helps catch bugs rather than silently truncating by accident.
+                        let func_index = precomputed.get(usize::try_from(i).unwrap()).cloned();
+                        func_index
+                            .and_then(|func_index| self.as_mut().get_func_ref(registry, func_index))
+                    };
                 self.as_mut().tables_mut()[idx]
                     .1
                     .set_func(i, func_ref)
@@ -1244,8 +1316,9 @@ impl Instance {
             };
             let len = u64::try_from(segment.elements.len()).unwrap();
             let lazy = {
-                let (table_index, owner) =
-                    self.as_mut().defined_table_index_and_instance(segment.table_index);
+                let (table_index, owner) = self
+                    .as_mut()
+                    .defined_table_index_and_instance(segment.table_index);
                 let table = &mut owner.tables_mut()[table_index].1;
                 let size = u64::try_from(table.size()).unwrap();
                 if start.checked_add(len).is_none_or(|end| end > size) {
@@ -1254,8 +1327,9 @@ impl Instance {
                 table.lazy_init()
             };
             if lazy {
-                let (table_index, mut owner) =
-                    self.as_mut().defined_table_index_and_instance(segment.table_index);
+                let (table_index, mut owner) = self
+                    .as_mut()
+                    .defined_table_index_and_instance(segment.table_index);
                 // Recorded before the range is marked, so that running out of memory
                 // here leaves the table as it was.
                 // SAFETY: see `store_mut`.
@@ -1274,8 +1348,9 @@ impl Instance {
             } else {
                 for (i, func_index) in (start..).zip(segment.elements.iter()) {
                     let func_ref = self.as_mut().get_func_ref(registry, *func_index);
-                    let (table_index, owner) =
-                        self.as_mut().defined_table_index_and_instance(segment.table_index);
+                    let (table_index, owner) = self
+                        .as_mut()
+                        .defined_table_index_and_instance(segment.table_index);
                     owner.tables_mut()[table_index].1.set_func(i, func_ref)?;
                 }
             }
