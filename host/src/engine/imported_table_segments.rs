@@ -49,6 +49,19 @@ const OUT_OF_BOUNDS: &str = r#"(module
     (elem (table 0) (i32.const 0) func $four)
     (elem (table 0) (global.get $base) func $four $four $four $four $four $four $four $four $four))"#;
 
+/// A library that traps like `OUT_OF_BOUNDS`, whose functions left in the table read
+/// globals that only its startup function computes (as libpython's `GOT` globals
+/// are): an `i32` from the imported base and an `i64` from constants.
+const OUT_OF_BOUNDS_WITH_GLOBALS: &str = r#"(module
+    (import "env" "table" (table 10 funcref))
+    (import "env" "base" (global $base i32))
+    (global $address i32 (i32.add (global.get $base) (i32.const 40)))
+    (global $wide i64 (i64.sub (i64.mul (i64.const 3) (i64.const 7)) (i64.const 100)))
+    (func $address (result i32) global.get $address)
+    (func $wide (result i32) global.get $wide i32.wrap_i64)
+    (elem (table 0) (i32.const 0) func $address $wide)
+    (elem (table 0) (global.get $base) func $address $address $address $address $address $address $address $address $address))"#;
+
 struct Linked {
     store: Store<()>,
     owner: Instance,
@@ -72,6 +85,12 @@ impl Linked {
         let imports: Vec<_> =
             module.imports().map(|import| self.owner.get_export(&mut self.store, import.name()).unwrap()).collect();
         Instance::new(&mut self.store, &module, &imports)
+    }
+
+    /// Instantiates `wat` as `link` does, expecting a segment out of bounds.
+    fn link_out_of_bounds(&mut self, wat: &str) {
+        let error = self.link(wat).unwrap_err();
+        assert_eq!(error.downcast::<wasmtime::Trap>().unwrap(), wasmtime::Trap::TableOutOfBounds);
     }
 
     fn call(&mut self, library: Instance, slot: i32) -> wasmtime::Result<i32> {
@@ -144,8 +163,19 @@ fn the_last_write_to_a_slot_wins_whatever_wrote_it() {
 fn a_segment_out_of_bounds_traps_and_keeps_the_segments_before_it() {
     let (engine, _cache) = engine();
     let mut linked = Linked::new(&engine);
-    let error = linked.link(OUT_OF_BOUNDS).unwrap_err();
-    assert_eq!(error.downcast::<wasmtime::Trap>().unwrap(), wasmtime::Trap::TableOutOfBounds);
+    linked.link_out_of_bounds(OUT_OF_BOUNDS);
     assert_eq!(linked.host_view(0), Some(4));
+    assert_eq!(linked.host_view(2), None);
+}
+
+#[test]
+fn a_trapping_segment_leaves_the_globals_set_that_the_startup_function_sets_first() {
+    let (engine, _cache) = engine();
+    let mut linked = Linked::new(&engine);
+    linked.link_out_of_bounds(OUT_OF_BOUNDS_WITH_GLOBALS);
+    // The failed instance's functions stay in the shared table; stock wasmtime sets
+    // its globals before its segments, and so must a lazily applied segment's trap.
+    assert_eq!(linked.host_view(0), Some(2 + 40));
+    assert_eq!(linked.host_view(1), Some(3 * 7 - 100));
     assert_eq!(linked.host_view(2), None);
 }

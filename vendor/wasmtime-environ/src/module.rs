@@ -187,6 +187,11 @@ pub struct ImportedTableSegment {
     pub elements: Box<[FuncIndex]>,
 }
 
+/// wasmbox: the most operators an expression in
+/// [`Module::imported_table_segments_globals`] has, which bounds the runtime's
+/// evaluation stack.
+pub const MAX_IMPORTED_TABLE_SEGMENTS_GLOBAL_OPS: usize = 16;
+
 /// wasmbox: the start of an [`ImportedTableSegment`], a constant or the value of an
 /// imported global (a dynamically linked library's `__table_base`).
 #[derive(Copy, Clone, Debug, Serialize, Deserialize)]
@@ -231,6 +236,14 @@ pub struct Module {
     /// wasmbox: the active segments of functions for imported tables that the
     /// runtime applies lazily, in module order, before the startup function runs.
     pub imported_table_segments: TryVec<ImportedTableSegment>,
+
+    /// wasmbox: when there are `imported_table_segments`, the globals the startup
+    /// function initialises by code, in its order: integer arithmetic on constants
+    /// and globals only (a module with any other kind keeps its segments in the
+    /// startup function). If one of those segments is out of bounds, the runtime
+    /// evaluates these before it traps, so the failed instance's globals hold what
+    /// the startup function would have set before reaching that segment.
+    pub imported_table_segments_globals: TryVec<(DefinedGlobalIndex, ConstExpr)>,
 
     /// WebAssembly linear memory initializer.
     ///
@@ -338,6 +351,7 @@ impl Module {
             startup: ModuleStartup::None,
             table_initialization: Default::default(),
             imported_table_segments: Default::default(),
+            imported_table_segments_globals: Default::default(),
             memory_initialization: Default::default(),
             passive_elements: Default::default(),
             runtime_data: Default::default(),
@@ -684,6 +698,7 @@ impl TypeTrace for Module {
             startup,
             table_initialization: _,
             imported_table_segments: _,
+            imported_table_segments_globals: _,
             memory_initialization: _,
             passive_elements: _,
             runtime_data: _,
@@ -737,6 +752,7 @@ impl TypeTrace for Module {
             startup,
             table_initialization: _,
             imported_table_segments: _,
+            imported_table_segments_globals: _,
             memory_initialization: _,
             passive_elements: _,
             runtime_data: _,

@@ -104,10 +104,12 @@ impl Default for ModuleVersionStrategy {
 
 /// wasmbox: appended to the version artifacts carry, because this build's artifacts
 /// differ from stock wasmtime's (`Module::imported_table_segments`): neither loads
-/// the other's, and their precompile hashes differ.
+/// the other's, and their precompile hashes differ. The number changes whenever
+/// that metadata does (`.2`: `imported_table_segments_globals`), so an earlier
+/// build's artifacts are compiled again rather than misread.
 macro_rules! wasmbox_artifact_format {
     () => {
-        "+wasmbox.imported-table-segments"
+        "+wasmbox.imported-table-segments.2"
     };
 }
 

@@ -1,6 +1,7 @@
 use crate::error::{OutOfMemory, Result, bail};
 use crate::module::{
-    FuncRefIndex, ImportedTableSegment, ImportedTableSegmentOffset, Initializer, MemoryInitialization, Module, TableSegment, TableSegmentElements,
+    FuncRefIndex, ImportedTableSegment, ImportedTableSegmentOffset, Initializer,
+    MemoryInitialization, Module, TableSegment, TableSegmentElements,
 };
 use crate::prelude::*;
 use crate::{
@@ -1671,9 +1672,25 @@ impl ModuleTranslation<'_> {
         // wasmbox: the segments that follow, up to the first that must run in the
         // startup function, are left to the runtime if they write functions to an
         // imported table (`Module::imported_table_segments`). The runtime applies them
-        // before the startup function, so the module's order of segments is kept
-        // (vendor/README.md says what differs when one of them traps).
+        // before the startup function, so the module's order of segments is kept. Of
+        // what the startup function does before its segments, the runtime can redo
+        // integer globals (`imported_table_segments_globals`) when a segment traps;
+        // a module with passive segments, tables filled by an expression or other
+        // globals set by code keeps its segments in the startup function.
+        let runtime_can_stand_in = self.passive_elements.is_empty()
+            && self
+                .table_initialization
+                .initial_values
+                .values()
+                .all(|init| matches!(init, TableInitialValue::Null))
+            && self
+                .global_initializers
+                .iter()
+                .all(|(index, init)| self.is_integer_arithmetic(*index, init));
         while let Some(segment) = segments.peek() {
+            if !runtime_can_stand_in {
+                break;
+            }
             let Some(imported) = self.imported_table_segment(segment) else {
                 break;
             };
@@ -1684,12 +1701,51 @@ impl ModuleTranslation<'_> {
             let _ = segments.next();
         }
         self.table_initialization.segments = segments.try_collect().panic_on_oom();
+        if !self.module.imported_table_segments.is_empty() {
+            for (index, init) in self.global_initializers.iter() {
+                self.module
+                    .imported_table_segments_globals
+                    .push((*index, init.clone()))
+                    .panic_on_oom();
+            }
+        }
+    }
+
+    /// wasmbox: whether defined global `index`, initialised by `init`, is an `i32`
+    /// or `i64` computed from constants and `i32`/`i64` globals with `add`, `sub`
+    /// and `mul`, in at most `MAX_IMPORTED_TABLE_SEGMENTS_GLOBAL_OPS` operators: what
+    /// the runtime can evaluate (`imported_table_segments_globals`).
+    fn is_integer_arithmetic(&self, index: DefinedGlobalIndex, init: &ConstExpr) -> bool {
+        let integer = |global: GlobalIndex| {
+            matches!(
+                self.module.globals[global].wasm_ty,
+                WasmValType::I32 | WasmValType::I64
+            )
+        };
+        integer(self.module.global_index(index))
+            && init.ops().len() <= crate::MAX_IMPORTED_TABLE_SEGMENTS_GLOBAL_OPS
+            && init.ops().iter().all(|op| match op {
+                ConstOp::I32Const(_)
+                | ConstOp::I64Const(_)
+                | ConstOp::I32Add
+                | ConstOp::I32Sub
+                | ConstOp::I32Mul
+                | ConstOp::I64Add
+                | ConstOp::I64Sub
+                | ConstOp::I64Mul => true,
+                ConstOp::GlobalGet(global) => integer(*global),
+                _ => false,
+            })
     }
 
     /// wasmbox: `segment` as an [`ImportedTableSegment`], if it writes functions to
     /// an imported funcref table at a constant offset or at an imported global's.
     fn imported_table_segment(&self, segment: &TableSegment) -> Option<ImportedTableSegment> {
-        if self.module.defined_table_index(segment.table_index).is_some() {
+        if self
+            .module
+            .defined_table_index(segment.table_index)
+            .is_some()
+        {
             return None;
         }
         let table = &self.module.tables[segment.table_index];
@@ -1703,7 +1759,9 @@ impl ModuleTranslation<'_> {
             &[ConstOp::I32Const(offset)] => {
                 ImportedTableSegmentOffset::Const(u64::from(offset.cast_unsigned()))
             }
-            &[ConstOp::I64Const(offset)] => ImportedTableSegmentOffset::Const(offset.cast_unsigned()),
+            &[ConstOp::I64Const(offset)] => {
+                ImportedTableSegmentOffset::Const(offset.cast_unsigned())
+            }
             &[ConstOp::GlobalGet(global)] if self.module.is_imported_global(global) => {
                 ImportedTableSegmentOffset::Global(global)
             }

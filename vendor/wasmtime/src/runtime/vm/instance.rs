@@ -28,6 +28,7 @@ use core::ptr::NonNull;
 #[cfg(target_has_atomic = "64")]
 use core::sync::atomic::AtomicU64;
 use core::{mem, ptr};
+use wasmtime_environ::ConstOp;
 #[cfg(feature = "gc")]
 use wasmtime_environ::ModuleInternedTypeIndex;
 use wasmtime_environ::error::OutOfMemory;
@@ -1315,17 +1316,19 @@ impl Instance {
                 }
             };
             let len = u64::try_from(segment.elements.len()).unwrap();
-            let lazy = {
+            let (in_bounds, lazy) = {
                 let (table_index, owner) = self
                     .as_mut()
                     .defined_table_index_and_instance(segment.table_index);
                 let table = &mut owner.tables_mut()[table_index].1;
                 let size = u64::try_from(table.size()).unwrap();
-                if start.checked_add(len).is_none_or(|end| end > size) {
-                    return Err(wasmtime_environ::Trap::TableOutOfBounds.into());
-                }
-                table.lazy_init()
+                let end = start.checked_add(len);
+                (end.is_some_and(|end| end <= size), table.lazy_init())
             };
+            if !in_bounds {
+                self.as_mut().initialize_globals_before_segments(&module);
+                return Err(wasmtime_environ::Trap::TableOutOfBounds.into());
+            }
             if lazy {
                 let (table_index, mut owner) = self
                     .as_mut()
@@ -1356,6 +1359,74 @@ impl Instance {
             }
         }
         Ok(())
+    }
+
+    /// wasmbox: sets the globals the startup function would have initialised before
+    /// its element segments (`Module::imported_table_segments_globals`, integer
+    /// arithmetic on constants and globals), for an instantiation that traps in a
+    /// lazily applied segment and so never runs it.
+    fn initialize_globals_before_segments(
+        mut self: Pin<&mut Self>,
+        module: &wasmtime_environ::Module,
+    ) {
+        for (index, init) in module.imported_table_segments_globals.iter() {
+            // Validation gave every expression one result, and the compiler bounded
+            // its length, so the stack never overflows; integer arithmetic wraps.
+            let mut stack = [0u64; wasmtime_environ::MAX_IMPORTED_TABLE_SEGMENTS_GLOBAL_OPS];
+            let mut depth = 0;
+            for op in init.ops() {
+                let value = match *op {
+                    ConstOp::I32Const(value) => u64::from(value.cast_unsigned()),
+                    ConstOp::I64Const(value) => value.cast_unsigned(),
+                    ConstOp::GlobalGet(global) => {
+                        let definition = match module.defined_global_index(global) {
+                            Some(defined) => self.global_ptr(defined),
+                            None => self.imported_global(global).from.as_non_null(),
+                        };
+                        // SAFETY: the global's definition is valid while this instance
+                        // is, and the compiler only listed `i32`/`i64` globals here.
+                        unsafe {
+                            match module.globals[global].wasm_ty {
+                                WasmValType::I32 => u64::from(*definition.as_ref().as_u32()),
+                                _ => *definition.as_ref().as_u64(),
+                            }
+                        }
+                    }
+                    ConstOp::I32Add | ConstOp::I32Sub | ConstOp::I32Mul => {
+                        depth -= 1;
+                        let (a, b) = (stack[depth - 1] as u32, stack[depth] as u32);
+                        stack[depth - 1] = u64::from(match *op {
+                            ConstOp::I32Add => a.wrapping_add(b),
+                            ConstOp::I32Sub => a.wrapping_sub(b),
+                            _ => a.wrapping_mul(b),
+                        });
+                        continue;
+                    }
+                    ConstOp::I64Add | ConstOp::I64Sub | ConstOp::I64Mul => {
+                        depth -= 1;
+                        let (a, b) = (stack[depth - 1], stack[depth]);
+                        stack[depth - 1] = match *op {
+                            ConstOp::I64Add => a.wrapping_add(b),
+                            ConstOp::I64Sub => a.wrapping_sub(b),
+                            _ => a.wrapping_mul(b),
+                        };
+                        continue;
+                    }
+                    _ => unreachable!("the compiler lists integer arithmetic only"),
+                };
+                stack[depth] = value;
+                depth += 1;
+            }
+            let global = module.global_index(*index);
+            let mut definition = self.as_mut().global_ptr(*index);
+            // SAFETY: as above; the global is this instance's own.
+            unsafe {
+                match module.globals[global].wasm_ty {
+                    WasmValType::I32 => *definition.as_mut().as_u32_mut() = stack[0] as u32,
+                    _ => *definition.as_mut().as_u64_mut() = stack[0],
+                }
+            }
+        }
     }
 
     /// Get a locally-defined table.
