@@ -7,8 +7,10 @@
 //! sees: a defined function and a mutable global of another instance, the same items
 //! re-exported by an instance that imported them, a function passed through
 //! `call_indirect` after the wiring, and the same results from a fresh instance in a
-//! reused pool slot. Every debug build also checks each such import against the
-//! stock path's.
+//! reused pool slot; and a host function re-exported by an instance that imported
+//! it. The vendored wasmtime also plans those imports once per component ("The import
+//! plan"); every debug build checks each planned or directly resolved import against
+//! the stock path's.
 
 use super::{Engine, EngineConfig};
 use wasmtime::component::{Component, Linker};
@@ -86,5 +88,38 @@ fn core_instances_see_each_others_functions_and_globals_directly_and_re_exported
     // Fresh instances, in slots the runs above used, start from the definitions again.
     for _ in 0..3 {
         assert_eq!(run(&engine, &component, None), 27);
+    }
+}
+
+/// A host function lowered into a core function (a trampoline, which the component's
+/// import plan leaves to instantiation) and re-exported by `$b`: `$c`'s import of it
+/// is `$b`'s own import record.
+const REEXPORTED_HOST_FUNCTION: &str = r#"(component
+    (import "double" (func $double (param "x" u32) (result u32)))
+    (core func $double_core (canon lower (func $double)))
+    (core instance $host (export "double" (func $double_core)))
+    (core module $b
+        (import "host" "double" (func $d (param i32) (result i32)))
+        (export "double" (func $d)))
+    (core instance $b (instantiate $b (with "host" (instance $host))))
+    (core module $c
+        (import "b" "double" (func $d (param i32) (result i32)))
+        (func (export "run") (result i32) i32.const 21 call $d))
+    (core instance $c (instantiate $c (with "b" (instance $b))))
+    (func (export "run") (result u32) (canon lift (core func $c "run"))))"#;
+
+#[test]
+fn a_re_exported_host_function_reaches_the_host() {
+    let (engine, _cache) = engine();
+    let engine = engine.wasmtime().clone();
+    let component = Component::new(&engine, REEXPORTED_HOST_FUNCTION).unwrap();
+    let mut linker = Linker::new(&engine);
+    linker.root().func_wrap("double", |_, (x,): (u32,)| Ok((x * 2,))).unwrap();
+    for _ in 0..3 {
+        let mut store = Store::new(&engine, ());
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = linker.instantiate(&mut store, &component).unwrap();
+        let run = instance.get_typed_func::<(), (u32,)>(&mut store, "run").unwrap();
+        assert_eq!(run.call(&mut store, ()).unwrap().0, 42);
     }
 }

@@ -104,6 +104,9 @@ pub use crate::runtime::vm::instance::{
     GcHeapAllocationIndex, Instance, InstanceAllocationRequest, InstanceAllocator, InstanceHandle,
     MemoryAllocationIndex, OnDemandInstanceAllocator, TableAllocationIndex,
 };
+// wasmbox: for `component::import_plan`.
+#[cfg(feature = "component-model")]
+pub(crate) use crate::runtime::vm::instance::store_code_is_private;
 #[cfg(feature = "pooling-allocator")]
 pub use crate::runtime::vm::instance::{
     PoolConcurrencyLimitError, PoolingAllocatorMetrics, PoolingInstanceAllocator,

@@ -1,4 +1,5 @@
 use crate::component::matching::InstanceType;
+use crate::component::import_plan::{ImportPlan, PlannedImport};
 use crate::component::types;
 #[cfg(feature = "wit-parser")]
 use crate::component::wit_parser::ItemName;
@@ -19,8 +20,8 @@ use core::ptr::NonNull;
 use std::path::Path;
 use wasmtime_environ::component::{
     CompiledComponentInfo, ComponentArtifacts, ComponentTypes, CoreDef, Export, ExportIndex,
-    GlobalInitializer, InstantiateModule, NameMapNoIntern, OptionsIndex, StaticModuleIndex,
-    TrampolineIndex, TypeComponentIndex, TypeFuncIndex, UnsafeIntrinsic, VMComponentOffsets,
+    GlobalInitializer, InstantiateModule, NameMapNoIntern, OptionsIndex, RuntimeInstanceIndex,
+    StaticModuleIndex, TrampolineIndex, TypeComponentIndex, TypeFuncIndex, UnsafeIntrinsic, VMComponentOffsets,
 };
 use wasmtime_environ::{Abi, CompiledFunctionsTable, FuncKey, TypeTrace, WasmChecksum};
 use wasmtime_environ::{FunctionLoc, HostPtr, ObjectKind, PrimaryMap};
@@ -104,6 +105,10 @@ struct ComponentInner {
     /// wasmbox: the text offsets of every trampoline's wasm-call and array-call
     /// code, looked up once here rather than in `index` at every instantiation.
     trampoline_offsets: TryPrimaryMap<TrampolineIndex, TrampolineOffsets>,
+
+    /// wasmbox: the imports between this component's core instances, resolved
+    /// once here rather than at every instantiation (`import_plan`).
+    import_plan: ImportPlan,
 
     /// The index of compiled functions and their locations in the text section
     /// for this component.
@@ -482,7 +487,7 @@ impl Component {
         // Convert all information about static core wasm modules into actual
         // `Module` instances by converting each `CompiledModuleInfo`, the
         // `types` type information, and the code memory to a runtime object.
-        let static_modules = static_modules
+        let static_modules: PrimaryMap<StaticModuleIndex, Module> = static_modules
             .into_iter()
             .map(|(_, info)| {
                 Module::from_parts_raw(engine, code.clone(), info, index.clone(), false)
@@ -504,6 +509,12 @@ impl Component {
             })?;
         }
 
+        let code_is_shared = static_modules
+            .values()
+            .next()
+            .is_none_or(|module| !crate::runtime::vm::store_code_is_private(module));
+        let import_plan = ImportPlan::new(&info.component, &static_modules, code_is_shared)?;
+
         let realloc_func_type = Arc::new(FuncType::new(
             engine,
             [ValType::I32, ValType::I32, ValType::I32, ValType::I32],
@@ -519,6 +530,7 @@ impl Component {
                 code,
                 info,
                 trampoline_offsets,
+                import_plan,
                 index,
                 realloc_func_type,
                 checksum,
@@ -536,6 +548,12 @@ impl Component {
 
     pub(crate) fn static_module(&self, idx: StaticModuleIndex) -> &Module {
         &self.inner.static_modules[idx]
+    }
+
+    /// wasmbox: the plan of core instance `index`'s imports, if it has one
+    /// (`import_plan`).
+    pub(crate) fn import_plan(&self, index: RuntimeInstanceIndex) -> Option<&[PlannedImport]> {
+        self.inner.import_plan.instance(index)
     }
 
     #[cfg(any(feature = "profiling", feature = "debug"))]

@@ -10,7 +10,8 @@ use crate::instance::OwnedImports;
 use crate::linker::DefinitionType;
 use crate::prelude::*;
 use crate::runtime::vm::component::{ComponentInstance, TypedResource, TypedResourceIndex};
-use crate::runtime::vm::{self, VMFuncRef, VMStore};
+use crate::component::import_plan::PlannedImport;
+use crate::runtime::vm::{self, VMFuncRef, VMFunctionImport, VMOpaqueContext, VMStore, VmPtr};
 use crate::store::{AsStoreOpaque, Asyncness, StoreOpaque};
 use crate::{AsContext, AsContextMut, Engine, Module, StoreContextMut};
 use alloc::sync::Arc;
@@ -18,7 +19,7 @@ use core::marker;
 use core::pin::Pin;
 use core::ptr::NonNull;
 use wasmtime_environ::{EngineOrModuleTypeIndex, component::*};
-use wasmtime_environ::{EntityIndex, EntityType, PrimaryMap};
+use wasmtime_environ::{EntityIndex, EntityRef, EntityType, PrimaryMap};
 
 /// An instantiated component.
 ///
@@ -674,10 +675,45 @@ fn check_global_import(
     );
 }
 
+/// wasmbox: every debug build (the workspace's tests) checks a function import
+/// taken from the component's plan against the one resolved at instantiation
+/// (itself checked against the stock path's).
+#[cfg(debug_assertions)]
+fn check_planned_function_import(
+    store: &mut StoreOpaque,
+    id: ComponentInstanceId,
+    arg: &CoreDef,
+    import: &vm::VMFunctionImport,
+) {
+    let CoreDef::Export(CoreExport {
+        instance,
+        item: ExportItem::Index(EntityIndex::Function(index)),
+    }) = arg
+    else {
+        panic!("a planned function import is not a function export");
+    };
+    let id = store
+        .store_data_mut()
+        .component_instance_mut(id)
+        .instance(*instance);
+    let (source, registry) = store.instance_and_module_registry_mut(id);
+    let resolved = source.function_import(registry, *index);
+    assert!(
+        resolved.array_call == import.array_call
+            && resolved.wasm_call == import.wasm_call
+            && resolved.type_index == import.type_index
+            && resolved.vmctx == import.vmctx,
+        "planned function import differs from the one resolved at instantiation"
+    );
+}
+
 struct Instantiator<'a> {
     component: &'a Component,
     id: ComponentInstanceId,
     core_imports: OwnedImports,
+    /// wasmbox: the `vmctx` of each core instance made so far, by
+    /// `RuntimeInstanceIndex`, for the planned imports (`import_plan`).
+    core_vmctxs: TryVec<VmPtr<VMOpaqueContext>>,
     imports: &'a PrimaryMap<RuntimeImportIndex, RuntimeImport>,
 }
 
@@ -732,6 +768,7 @@ impl<'a> Instantiator<'a> {
             component,
             imports,
             core_imports: OwnedImports::empty(),
+            core_vmctxs: TryVec::new(),
             id,
         })
     }
@@ -813,7 +850,9 @@ impl<'a> Instantiator<'a> {
                         // `args` list is already in the right order.
                         InstantiateModule::Static(idx, args) => {
                             module = self.component.static_module(*idx);
-                            self.build_imports(store.0, module, args.iter())?
+                            let index = RuntimeInstanceIndex::new(self.core_vmctxs.len());
+                            let plan = self.component.import_plan(index);
+                            self.build_imports(store.0, module, args.iter(), plan)?
                         }
 
                         // With imports, unlike upvars, we need to do runtime
@@ -832,7 +871,7 @@ impl<'a> Instantiator<'a> {
                             let args = module
                                 .imports()
                                 .map(|import| &args[import.module()][import.name()]);
-                            self.build_imports(store.0, module, args)?
+                            self.build_imports(store.0, module, args, None)?
                         }
                     };
 
@@ -908,7 +947,12 @@ impl<'a> Instantiator<'a> {
                         store.0.exit_guest_sync_call()?;
                     }
 
-                    self.instance_mut(store.0).push_instance_id(instance.id())?;
+                    let _index = self.instance_mut(store.0).push_instance_id(instance.id())?;
+                    // wasmbox: recorded for the imports of the instances after it.
+                    debug_assert_eq!(_index.index(), self.core_vmctxs.len());
+                    let vmctx = store.0.instance(instance.id()).vmctx();
+                    self.core_vmctxs
+                        .push(VMOpaqueContext::from_vmcontext(vmctx).into())?;
                 }
 
                 GlobalInitializer::LowerImport { import, index } => {
@@ -1016,12 +1060,14 @@ impl<'a> Instantiator<'a> {
         store: &mut StoreOpaque,
         module: &Module,
         args: impl Iterator<Item = &'b CoreDef>,
+        plan: Option<&[PlannedImport]>,
     ) -> Result<&OwnedImports, OutOfMemory> {
         self.core_imports.clear();
         self.core_imports.reserve(module)?;
         let mut imports = module.compiled_module().module().imports();
+        let text = self.component.engine_code().text();
 
-        for arg in args {
+        for (position, arg) in args.enumerate() {
             // The general idea of Wasmtime is that at runtime type-checks for
             // core wasm instantiations internally within a component are
             // unnecessary and superfluous. Naturally though mistakes may be
@@ -1030,6 +1076,48 @@ impl<'a> Instantiator<'a> {
             if cfg!(debug_assertions) {
                 let (imp_module, imp_name, expected) = imports.next().unwrap();
                 self.assert_type_matches(store, module, arg, imp_module, imp_name, expected);
+            }
+
+            // wasmbox: an import planned when the component loaded takes its
+            // record from the plan and the definer's `vmctx` (`import_plan`).
+            match plan.map_or(PlannedImport::AtInstantiation, |plan| plan[position]) {
+                PlannedImport::Function {
+                    definer,
+                    array_call,
+                    wasm_call,
+                    type_index,
+                } => {
+                    let import = VMFunctionImport {
+                        array_call: VmPtr::from(NonNull::from(&text[array_call as usize]).cast()),
+                        wasm_call: VmPtr::from(NonNull::from(&text[wasm_call as usize]).cast()),
+                        type_index,
+                        vmctx: self.core_vmctxs[definer.index()],
+                    };
+                    #[cfg(debug_assertions)]
+                    check_planned_function_import(store, self.id, arg, &import);
+                    self.core_imports.push_function_import(import)?;
+                    continue;
+                }
+                PlannedImport::Global {
+                    definer,
+                    offset,
+                    index,
+                } => {
+                    let vmctx = self.core_vmctxs[definer.index()];
+                    // SAFETY: `offset` is where the definer's module places this
+                    // global in its `vmctx`, which `vmctx` points to.
+                    let from = unsafe { vmctx.as_non_null().byte_add(offset as usize) };
+                    let import = vm::VMGlobalImport {
+                        from: VmPtr::from(from.cast()),
+                        vmctx: Some(vmctx),
+                        kind: vm::VMGlobalKind::Instance(index),
+                    };
+                    #[cfg(debug_assertions)]
+                    check_global_import(store, self.id, arg, &import);
+                    self.core_imports.push_global_import(import)?;
+                    continue;
+                }
+                PlannedImport::AtInstantiation => {}
             }
 
             // wasmbox: functions and globals that another core instance of this

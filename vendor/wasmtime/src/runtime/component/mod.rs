@@ -107,6 +107,8 @@ mod component;
 pub(crate) mod concurrent;
 mod func;
 mod has_data;
+// wasmbox: see the module.
+mod import_plan;
 mod instance;
 mod linker;
 mod matching;

@@ -2202,7 +2202,7 @@ impl PassiveElementSegment {
 /// wasmbox: true when stores run private copies of `module`'s code (guest
 /// debugging patches breakpoints into them), so code pointers must come from the
 /// store's registry rather than the module.
-fn store_code_is_private(module: &crate::Module) -> bool {
+pub(crate) fn store_code_is_private(module: &crate::Module) -> bool {
     #[cfg(feature = "debug")]
     {
         module.engine().tunables().debug_guest
