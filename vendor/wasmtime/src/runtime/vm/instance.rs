@@ -645,14 +645,7 @@ impl Instance {
         let Some(def_index) = module.defined_func_index(index) else {
             return self.imported_function(index).clone();
         };
-        let runtime_module = self
-            .runtime_module()
-            .expect("function import impossible from fake module");
-        let offsets = match store_code_is_private(runtime_module) {
-            true => None,
-            false => runtime_module.compiled_module().funcref_offsets(def_index),
-        };
-        let Some(offsets) = offsets else {
+        let Some((array_call, wasm_call)) = self.shared_code_pointers(def_index) else {
             let func_ref = self.get_func_ref(registry, index).unwrap();
             // SAFETY: `get_func_ref` returns a valid, initialised funcref of
             // this instance.
@@ -661,10 +654,9 @@ impl Instance {
                 .expect("a wasm function has a wasm_call")
                 .clone();
         };
-        let text = runtime_module.engine_code().text();
         let import = VMFunctionImport {
-            array_call: VmPtr::from(NonNull::from(&text[offsets.array_call as usize]).cast()),
-            wasm_call: VmPtr::from(NonNull::from(&text[offsets.wasm_call as usize]).cast()),
+            array_call: VmPtr::from(array_call.cast()),
+            wasm_call: VmPtr::from(wasm_call.cast()),
             type_index: module.functions[index].signature.unwrap_engine_type_index(),
             vmctx: VMOpaqueContext::from_vmcontext(self.vmctx()).into(),
         };
@@ -947,6 +939,30 @@ impl Instance {
 
     /// Initializes a defined function's `VMFuncRef` in-place and then returns a
     /// pointer to that location.
+    /// wasmbox: the array-call and wasm-call code of defined function `def_index`,
+    /// from the offsets looked up when the module loaded
+    /// (`CompiledModule::funcref_offsets`): `None` when this store has a copy of the
+    /// code of its own (guest debugging) or the function does not escape.
+    fn shared_code_pointers(
+        &self,
+        def_index: DefinedFuncIndex,
+    ) -> Option<(NonNull<u8>, NonNull<u8>)> {
+        let runtime_module = self
+            .runtime_module()
+            .expect("code pointers impossible in fake module");
+        if store_code_is_private(runtime_module) {
+            return None;
+        }
+        let offsets = runtime_module
+            .compiled_module()
+            .funcref_offsets(def_index)?;
+        let text = runtime_module.engine_code().text();
+        Some((
+            NonNull::from(&text[offsets.array_call as usize]),
+            NonNull::from(&text[offsets.wasm_call as usize]),
+        ))
+    }
+
     fn initialize_defined_funcref(
         self: Pin<&mut Self>,
         registry: &ModuleRegistry,
@@ -963,32 +979,25 @@ impl Instance {
         // the module loaded, and the text is the module's own, so there is no
         // registry lookup and no function-table search per funcref. See
         // `CompiledModule::funcref_offsets` and vendor/README.md.
-        let runtime_module = self
-            .runtime_module()
-            .expect("funcref impossible in fake module");
-        if !store_code_is_private(runtime_module) {
-            if let Some(offsets) = runtime_module.compiled_module().funcref_offsets(def_index) {
-                let text = runtime_module.engine_code().text();
-                let array_call = NonNull::from(&text[offsets.array_call as usize]);
-                let wasm_call = NonNull::from(&text[offsets.wasm_call as usize]);
-                // wasmbox: every debug build (the workspace's tests) checks the fast path
-                // against the lookups it replaces, for every funcref it writes.
-                #[cfg(debug_assertions)]
-                {
-                    let code = ModuleWithCode::in_store(registry, runtime_module)
-                        .expect("module not in store");
-                    let array_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
-                    let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
-                    assert_eq!(array_call, NonNull::from(code.function(array_key)).cast());
-                    assert_eq!(wasm_call, NonNull::from(code.function(wasm_key)).cast());
-                }
-                // SAFETY: the type and offset are valid for the defined function at
-                // `def_index`, and the code pointers are that function's, in the
-                // code this store runs.
-                return unsafe {
-                    Some(self.write_funcref(type_index, vmctx_offset, array_call, wasm_call))
-                };
+        if let Some((array_call, wasm_call)) = self.shared_code_pointers(def_index) {
+            // wasmbox: every debug build (the workspace's tests) checks the fast path
+            // against the lookups it replaces, for every funcref it writes.
+            #[cfg(debug_assertions)]
+            {
+                let runtime_module = self.runtime_module().unwrap();
+                let code = ModuleWithCode::in_store(registry, runtime_module)
+                    .expect("module not in store");
+                let array_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
+                let wasm_key = FuncKey::DefinedWasmFunction(module.module_index, def_index);
+                assert_eq!(array_call, NonNull::from(code.function(array_key)).cast());
+                assert_eq!(wasm_call, NonNull::from(code.function(wasm_key)).cast());
             }
+            // SAFETY: the type and offset are valid for the defined function at
+            // `def_index`, and the code pointers are that function's, in the
+            // code this store runs.
+            return unsafe {
+                Some(self.write_funcref(type_index, vmctx_offset, array_call, wasm_call))
+            };
         }
 
         let array_to_wasm_key = FuncKey::ArrayToWasmTrampoline(module.module_index, def_index);
@@ -1316,39 +1325,40 @@ impl Instance {
                 }
             };
             let len = u64::try_from(segment.elements.len()).unwrap();
-            let (in_bounds, lazy) = {
-                let (table_index, owner) = self
-                    .as_mut()
-                    .defined_table_index_and_instance(segment.table_index);
-                let table = &mut owner.tables_mut()[table_index].1;
-                let size = u64::try_from(table.size()).unwrap();
-                let end = start.checked_add(len);
-                (end.is_some_and(|end| end <= size), table.lazy_init())
-            };
-            if !in_bounds {
-                self.as_mut().initialize_globals_before_segments(&module);
-                return Err(wasmtime_environ::Trap::TableOutOfBounds.into());
-            }
-            if lazy {
+            // Whether the segment fits, and if so, placed lazily where the table
+            // initialises lazily: one look-up of the table's owner.
+            let placed = {
                 let (table_index, mut owner) = self
                     .as_mut()
                     .defined_table_index_and_instance(segment.table_index);
-                // Recorded before the range is marked, so that running out of memory
-                // here leaves the table as it was.
-                // SAFETY: see `store_mut`.
-                unsafe { owner.as_mut().get_unchecked_mut() }
-                    .lazy_table_sources
-                    .push(LazyTableSource {
-                        table: table_index,
-                        start,
-                        len,
-                        source,
-                        segment: segment_index,
-                    })?;
-                owner.tables_mut()[table_index]
-                    .1
-                    .set_funcs_uninitialized(start, len);
-            } else {
+                let table = &mut owner.as_mut().tables_mut()[table_index].1;
+                let size = u64::try_from(table.size()).unwrap();
+                let in_bounds = start.checked_add(len).is_some_and(|end| end <= size);
+                let lazy = table.lazy_init();
+                if in_bounds && lazy {
+                    // Recorded before the range is marked, so that running out of
+                    // memory here leaves the table as it was.
+                    // SAFETY: see `store_mut`.
+                    unsafe { owner.as_mut().get_unchecked_mut() }
+                        .lazy_table_sources
+                        .push(LazyTableSource {
+                            table: table_index,
+                            start,
+                            len,
+                            source,
+                            segment: segment_index,
+                        })?;
+                    owner.tables_mut()[table_index]
+                        .1
+                        .set_funcs_uninitialized(start, len);
+                }
+                in_bounds.then_some(lazy)
+            };
+            let Some(lazy) = placed else {
+                self.as_mut().initialize_globals_before_segments(&module);
+                return Err(wasmtime_environ::Trap::TableOutOfBounds.into());
+            };
+            if !lazy {
                 for (i, func_index) in (start..).zip(segment.elements.iter()) {
                     let func_ref = self.as_mut().get_func_ref(registry, *func_index);
                     let (table_index, owner) = self
