@@ -112,15 +112,14 @@ log = { version = "0.4", features = ["std"] }
 rand = "0.10"
 regex-automata = { version = "0.4", default-features = false, features = ["dfa-build"] }
 serde = { version = "1", features = ["rc"] }
+serde_json = { version = "1", features = ["alloc"] }
 smallvec = { version = "1", features = ["const_new"] }
 tracing-core = "0.1"
 typenum = { version = "1", features = ["const-generics"] }
 zerocopy = { version = "0.8", features = ["derive"] }
 
 [build-dependencies]
-anyhow = "1"
 cc = { version = "1", features = ["parallel"] }
-indexmap = "2"
 "#;
 
 /// Writes the outside host crate into `dir` and builds it; answers the binary.
@@ -147,7 +146,6 @@ publish = false
 
 [dependencies]
 wasmbox = {{ path = {host:?}, package = "wasmbox-host" }}
-serde_json = "1"
 # `fs`: as in the workspace (see SAME_FEATURES_AS_THE_WORKSPACE).
 tokio = {{ version = "1", features = ["rt-multi-thread", "macros", "fs"] }}
 {SAME_FEATURES_AS_THE_WORKSPACE}
@@ -208,8 +206,18 @@ opt-level = 0
         .output()
         .expect("cargo starts");
     succeeded("building the outside host crate", &output);
-    let compiled = text(&output.stderr).lines().filter(|line| line.trim_start().starts_with("Compiling ")).count();
-    eprintln!("built the outside host crate in {:.1?}, compiling {compiled} crates", started.elapsed());
+    let stderr = text(&output.stderr);
+    let compiled: Vec<&str> = stderr
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("Compiling "))
+        .map(|crate_and_version| crate_and_version.split(' ').next().unwrap_or(crate_and_version))
+        .collect();
+    eprintln!(
+        "built the outside host crate in {:.1?}, compiling {} crates: {}",
+        started.elapsed(),
+        compiled.len(),
+        compiled.join(", ")
+    );
     let built = target_dir.join(format!("debug/outside_host{}", std::env::consts::EXE_SUFFIX));
     // Out of the checkout, so that it still runs with the checkout hidden.
     let binary = dir.join(built.file_name().expect("a file name"));
