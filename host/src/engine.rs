@@ -438,4 +438,25 @@ mod tests {
         assert_eq!(nested_runs_per_tree(1), MIN_POOL_INSTANCES - 1);
         assert_eq!(nested_runs_per_tree(0), MIN_POOL_INSTANCES - 1, "no division by zero");
     }
+
+    /// The in-place reset (`pagemap-reset`) trusts the kernel's `PAGEMAP_SCAN` only after
+    /// trying the scan on the running kernel (vendor/README.md, "Checking the scan"): the
+    /// reset's own scan must report exactly the pages written, and two scans wrong on
+    /// every kernel, one that also reports pages only read and one that misses pages
+    /// written, are refused.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_dirty_page_scan_is_tried_on_this_kernel_before_it_is_trusted() {
+        use wasmtime::PoolingAllocationConfig as Pool;
+        let Some(dirty) = Pool::wasmbox_check_pagemap_query("dirty") else {
+            eprintln!("skipped: this kernel has no PAGEMAP_SCAN (Linux 6.7+); memory is discarded instead");
+            assert!(!Pool::is_pagemap_scan_available());
+            return;
+        };
+        assert!(dirty, "the reset's scan does not report exactly the written pages here");
+        assert!(Pool::is_pagemap_scan_available());
+        assert_eq!(Pool::wasmbox_check_pagemap_query("present"), Some(false));
+        assert_eq!(Pool::wasmbox_check_pagemap_query("zero"), Some(false));
+        assert_eq!(Pool::wasmbox_check_pagemap_query("no such scan"), None);
+    }
 }

@@ -9,6 +9,12 @@ impl PageMap {
     pub fn new() -> Option<PageMap> {
         None
     }
+
+    /// wasmbox: see the Linux `PageMap::check_query`; there is no scan here.
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub fn check_query(_query: &str) -> Option<bool> {
+        None
+    }
 }
 
 /// Resets `ptr` for `len` bytes.

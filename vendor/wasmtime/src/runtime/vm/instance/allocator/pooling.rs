@@ -154,6 +154,15 @@ impl PoolingAllocationConfig {
     pub fn is_pagemap_scan_available() -> bool {
         PageMap::new().is_some()
     }
+
+    /// wasmbox: for tests of the check [`Self::is_pagemap_scan_available`] makes of
+    /// the dirty-page scan on the running kernel: whether it accepts the scan named
+    /// `query` (`"dirty"`, the reset's; `"present"` and `"zero"`, two that are wrong on
+    /// every kernel). `None` without the ioctl.
+    #[doc(hidden)]
+    pub fn wasmbox_check_pagemap_query(query: &str) -> Option<bool> {
+        PageMap::check_query(query)
+    }
 }
 
 /// An error returned when the pooling allocator cannot allocate a table,

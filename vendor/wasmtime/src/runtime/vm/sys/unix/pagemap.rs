@@ -115,8 +115,164 @@ impl PageMap {
         unsafe {
             ioctl(&file, pm_scan).ok()?;
         }
+
+        // wasmbox: the reset trusts the scan to report every page a run wrote. The
+        // categories it asks for mean what it needs on the kernels it was written for;
+        // one that reported fewer pages would leave a run's data to the next run, so
+        // the scan is tried on this kernel first, and without an exact answer the
+        // pooling allocator discards memory instead, which is always right.
+        if check_scan(file, dirty_page_scan) != Some(true) {
+            log::warn!(
+                "PAGEMAP_SCAN does not report exactly the written pages on this kernel; not using it"
+            );
+            return None;
+        }
         Some(PageMap(file))
     }
+
+    /// wasmbox: for the embedder's tests of the check in [`PageMap::new`]: whether it
+    /// accepts the scan named `query`: `"dirty"`, the one `reset_with_pagemap` makes;
+    /// `"present"`, every page with an entry (which includes pages only read);
+    /// `"zero"`, pages backed by the zero page (which excludes pages written). `None`
+    /// when the ioctl or the check's mapping is not available, or for another name.
+    #[cfg(feature = "pooling-allocator")]
+    pub fn check_query(query: &str) -> Option<bool> {
+        let file = PROCESS_PAGEMAP.as_ref()?;
+        let scan: fn(*const [u8]) -> PageMapScanBuilder = match query {
+            "dirty" => dirty_page_scan,
+            "present" => |region| {
+                let mut scan = PageMapScanBuilder::new(region);
+                scan.category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
+                    .return_mask(Categories::empty());
+                scan
+            },
+            "zero" => |region| {
+                let mut scan = PageMapScanBuilder::new(region);
+                scan.category_mask(Categories::PFNZERO)
+                    .return_mask(Categories::empty());
+                scan
+            },
+            _ => return None,
+        };
+        check_scan(file, scan)
+    }
+}
+
+/// wasmbox: the scan that finds the pages of `region` a run has written since the
+/// slot's image was mapped; `reset_with_pagemap` resets what it reports, and
+/// [`PageMap::new`] checks it on the running kernel first (`check_scan`).
+fn dirty_page_scan(region: *const [u8]) -> PageMapScanBuilder {
+    let mut scan = PageMapScanBuilder::new(region);
+    // We specifically want pages that are NOT backed by the zero page
+    // or backed by files. Such pages mean that they haven't changed
+    // from their original contents, so they're inverted.
+    scan.category_inverted(Categories::PFNZERO | Categories::FILE)
+        // Search for pages that are written as those are the dirty pages —
+        // whether they are present or have been swapped out: a dirty page
+        // in swap is not PRESENT but still holds the previous instance's
+        // data, and requiring PRESENT would leave it in place for the
+        // next instance (observed under memory pressure as heap
+        // corruption in the guest). Additionally search for the zero
+        // page/file page as those are inverted above meaning we're
+        // searching for pages that specifically don't have those flags.
+        .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
+        // wasmbox: ...and that have a page-table entry at all, present or a swap
+        // entry (swapped out, migrating). On Linux 6.18 (at least) an entry that was
+        // never touched also counts as WRITTEN in a VMA without userfaultfd
+        // write-protection, so without this the scan reports every untouched page,
+        // and resetting those maps them in. An untouched page is pristine: a read
+        // finds the image's file page or the zero page.
+        .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
+        // Don't return any categories back. This helps group regions
+        // together since the reported set of categories is always empty
+        // and we otherwise aren't looking for anything in particular.
+        .return_mask(Categories::empty());
+    scan
+}
+
+/// wasmbox: whether `scan` reports exactly the pages written, on eight pages mapped as
+/// a pool slot maps a memory: four of a file's data (as the image), privately, then
+/// four anonymous (as the memory past the image). In each four, one page is read, one
+/// written and two left alone; the written two, and only they, must be reported.
+/// `None` when the mapping or the ioctl fails.
+#[cfg(feature = "pooling-allocator")]
+fn check_scan(pagemap: &File, scan: fn(*const [u8]) -> PageMapScanBuilder) -> Option<bool> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    let page = host_page_size();
+    // SAFETY: a plain system call; the descriptor it answers is owned by `image` below.
+    let fd = unsafe { libc::memfd_create(c"wasmtime-pagemap-check".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just opened and nothing else owns it.
+    let mut image = unsafe { File::from_raw_fd(fd) };
+    image.write_all(&vec![0xa5; 4 * page]).ok()?;
+
+    let len = 8 * page;
+    // SAFETY: a fresh private mapping, unmapped below before the function returns;
+    // the second call replaces the first half of it with the file's pages.
+    let base = unsafe {
+        let base = libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let mapped = libc::mmap(
+            base,
+            4 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_FIXED,
+            image.as_raw_fd(),
+            0,
+        );
+        if mapped == libc::MAP_FAILED {
+            libc::munmap(base, len);
+            return None;
+        }
+        base.cast::<u8>()
+    };
+
+    // SAFETY: every page touched is inside the mapping made above.
+    unsafe {
+        for read in [1, 5] {
+            ptr::read_volatile(base.add(read * page));
+        }
+        for written in [2, 6] {
+            ptr::write_volatile(base.add(written * page), 1);
+        }
+    }
+    let mut storage = [MaybeUninit::uninit(); 8];
+    let region = ptr::slice_from_raw_parts(base.cast_const(), len);
+    // SAFETY: as in `reset_with_pagemap`: the ioctl writes only into `storage`.
+    let reported = unsafe { ioctl(pagemap, scan(region).build(&mut storage)) }
+        .ok()
+        .map(|result| {
+            let pages = |at: *const u8| (at.addr() - base.addr()) / page;
+            let regions: Vec<_> = result
+                .regions()
+                .iter()
+                .map(|region| {
+                    (
+                        pages(region.start()),
+                        pages(region.start()) + region.len() / page,
+                    )
+                })
+                .collect();
+            result.walk_end().addr() == base.addr() + len && regions == [(2, 3), (6, 7)]
+        });
+    // SAFETY: the mapping made above, no longer used.
+    unsafe {
+        libc::munmap(base.cast(), len);
+    }
+    reported
 }
 
 /// Resets `ptr` for `len` bytes.
@@ -296,33 +452,8 @@ pub unsafe fn reset_with_pagemap(
 
     while budget > 0 {
         let remaining_len = end - cursor.addr();
-        let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(cursor, remaining_len))
-            .max_pages(budget)
-            // We specifically want pages that are NOT backed by the zero page
-            // or backed by files. Such pages mean that they haven't changed
-            // from their original contents, so they're inverted.
-            .category_inverted(Categories::PFNZERO | Categories::FILE)
-            // Search for pages that are written as those are the dirty pages —
-            // whether they are present or have been swapped out: a dirty page
-            // in swap is not PRESENT but still holds the previous instance's
-            // data, and requiring PRESENT would leave it in place for the
-            // next instance (observed under memory pressure as heap
-            // corruption in the guest). Additionally search for the zero
-            // page/file page as those are inverted above meaning we're
-            // searching for pages that specifically don't have those flags.
-            .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
-            // wasmbox: ...and that have a page-table entry at all, present or a swap
-            // entry (swapped out, migrating). On Linux 6.18 (at least) an entry that was
-            // never touched also counts as WRITTEN in a VMA without userfaultfd
-            // write-protection, so without this the scan reports every untouched page,
-            // and resetting those maps them in. An untouched page is pristine: a read
-            // finds the image's file page or the zero page.
-            .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
-            // Don't return any categories back. This helps group regions
-            // together since the reported set of categories is always empty
-            // and we otherwise aren't looking for anything in particular.
-            .return_mask(Categories::empty())
-            .build(&mut storage);
+        let mut scan = dirty_page_scan(ptr::slice_from_raw_parts(cursor, remaining_len));
+        let scan_arg = scan.max_pages(budget).build(&mut storage);
 
         // SAFETY: this should be a safe ioctl as we control the fd we're
         // operating on plus all of `scan_arg`, but this relies on `Ioctl`
