@@ -120,11 +120,21 @@ impl PageMap {
         // categories it asks for mean what it needs on the kernels it was written for;
         // one that reported fewer pages would leave a run's data to the next run, so
         // the scan is tried on this kernel first, and without an exact answer the
-        // pooling allocator discards memory instead, which is always right.
-        if check_scan(file, dirty_page_scan) != Some(true) {
-            log::warn!(
-                "PAGEMAP_SCAN does not report exactly the written pages on this kernel; not using it"
-            );
+        // pooling allocator discards memory instead, which is always right. Once per
+        // process: the answer is the kernel's, and every pool (and every
+        // `is_pagemap_scan_available`) asks.
+        static SCAN_IS_EXACT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+            let exact = PROCESS_PAGEMAP
+                .as_ref()
+                .is_some_and(|file| check_scan(file, dirty_page_scan) == Some(true));
+            if !exact {
+                log::warn!(
+                    "PAGEMAP_SCAN does not report exactly the written pages on this kernel; not using it"
+                );
+            }
+            exact
+        });
+        if !*SCAN_IS_EXACT {
             return None;
         }
         Some(PageMap(file))
