@@ -254,14 +254,21 @@ fn available_isolations(wasmbox: &Path) -> Result<Vec<String>> {
 fn cross_check(root: &Path) -> Result<()> {
     for target in CROSS_CHECK_TARGETS {
         let mut check = cargo();
-        check.args(["check", "--quiet", "--no-default-features", "-p", "wasmbox-host", "-p", "wasmbox-python"]);
-        check.args(["--target", target]);
-        if target.contains("windows") {
-            check.args(["-p", "wasmbox-cli"]);
-        }
+        check.args(["check", "--quiet"]).args(cross_check_selection(target));
         run(check.envs(cross_check_c_env(root, target)?))?;
     }
     Ok(())
+}
+
+/// The packages, features and target [`cross_check`] checks for `target`. Every package
+/// selected must leave the host's `compiler` feature to its default features, which
+/// `--no-default-features` turns off (the test `the_cross_check_leaves_cranelift_out`).
+fn cross_check_selection(target: &str) -> Vec<&str> {
+    let mut selection = vec!["--no-default-features", "--target", target, "-p", "wasmbox-host", "-p", "wasmbox-python"];
+    if target.contains("windows") {
+        selection.extend(["-p", "wasmbox-cli"]);
+    }
+    selection
 }
 
 /// Windows API headers from mingw-w64 (Debian/Ubuntu `mingw-w64-x86-64-dev`).
@@ -761,6 +768,28 @@ mod tests {
         let mut expected = OUTSIDE_CHECKOUT_TESTS.to_vec();
         expected.sort_unstable();
         assert_eq!(names, expected, "{}", path.display());
+    }
+
+    /// A package of the cross-check that asked for the host's `compiler` feature itself
+    /// (as the Python package's dependency once did) would bring Cranelift back into
+    /// the check for both targets, silently: the check still passes, only slower.
+    #[test]
+    fn the_cross_check_leaves_cranelift_out() {
+        for target in CROSS_CHECK_TARGETS {
+            let tree = cargo()
+                .args(["tree", "--quiet", "--offline", "--edges", "normal", "--prefix", "none", "--format", "{p}"])
+                .args(cross_check_selection(target))
+                .current_dir(workspace_root())
+                .output()
+                .unwrap();
+            assert!(tree.status.success(), "{}", String::from_utf8_lossy(&tree.stderr));
+            let tree = String::from_utf8(tree.stdout).unwrap();
+            let packages: Vec<&str> = tree.lines().filter_map(|line| line.split(' ').next()).collect();
+            assert!(packages.contains(&"wasmtime"), "no wasmtime in the {target} check's graph:\n{tree}");
+            for compiler in ["cranelift-codegen", "wasmtime-internal-cranelift"] {
+                assert!(!packages.contains(&compiler), "the {target} check compiles {compiler}:\n{tree}");
+            }
+        }
     }
 
     /// `linted` must fail a build on a clippy warning: its `CLIPPY_ARGS` spelling is
