@@ -421,6 +421,9 @@ mod component_imports;
 #[cfg(test)]
 mod imported_table_segments;
 
+#[cfg(all(test, target_os = "linux"))]
+mod fault_around;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,15 +451,15 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn the_dirty_page_scan_is_tried_on_this_kernel_before_it_is_trusted() {
         use wasmtime::PoolingAllocationConfig as Pool;
-        let Some(dirty) = Pool::wasmbox_check_pagemap_query("dirty") else {
+        let Some(dirty) = Pool::wasmbox_check_pagemap_query("dirty", false) else {
             eprintln!("skipped: this kernel has no PAGEMAP_SCAN (Linux 6.7+); memory is discarded instead");
             assert!(!Pool::is_pagemap_scan_available());
             return;
         };
         assert!(dirty, "the reset's scan does not report exactly the written pages here");
         assert!(Pool::is_pagemap_scan_available());
-        assert_eq!(Pool::wasmbox_check_pagemap_query("present"), Some(false));
-        assert_eq!(Pool::wasmbox_check_pagemap_query("zero"), Some(false));
-        assert_eq!(Pool::wasmbox_check_pagemap_query("no such scan"), None);
+        assert_eq!(Pool::wasmbox_check_pagemap_query("present", false), Some(false));
+        assert_eq!(Pool::wasmbox_check_pagemap_query("zero", false), Some(false));
+        assert_eq!(Pool::wasmbox_check_pagemap_query("no such scan", false), None);
     }
 }

@@ -437,6 +437,7 @@ impl MemoryImageSlot {
         maybe_image: Option<&Arc<MemoryImage>>,
         ty: &wasmtime_environ::Memory,
         memory_tunables: &MemoryTunables<'_>,
+        pagemap: Option<&PageMap>,
     ) -> Result<()> {
         assert!(!self.dirty);
         assert!(
@@ -505,6 +506,17 @@ impl MemoryImageSlot {
                 if !image.len.is_zero() {
                     unsafe {
                         image.map_at(&self.base)?;
+                    }
+                    // wasmbox: before anything touches it, so that no fault maps
+                    // pages around the one asked for (a slot that resets with the
+                    // pagemap keeps every page mapped for its life).
+                    if let Some(pagemap) = pagemap {
+                        pagemap.register_image(
+                            self.base
+                                .as_mut_ptr()
+                                .wrapping_add(image.linear_memory_offset.byte_count()),
+                            image.len.byte_count(),
+                        );
                     }
                     // `map_at` above `mmap`'d over part of this slot, which
                     // reset those pages to the default protection key. Restore
@@ -914,6 +926,7 @@ mod test {
                 None,
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         assert!(memfd.is_dirty());
@@ -946,6 +959,7 @@ mod test {
                 None,
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         let slice = unsafe { mmap.slice(0..65536) };
@@ -978,6 +992,7 @@ mod test {
                 Some(&image),
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         assert!(memfd.has_image());
@@ -999,6 +1014,7 @@ mod test {
                 Some(&image),
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         let slice = unsafe { mmap.slice(0..65536) };
@@ -1014,6 +1030,7 @@ mod test {
                 None,
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         assert!(!memfd.has_image());
@@ -1030,6 +1047,7 @@ mod test {
                 Some(&image),
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         let slice = unsafe { mmap.slice(0..65536) };
@@ -1062,6 +1080,7 @@ mod test {
                 Some(&image),
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         let slice = unsafe { mmap.slice(0..65536) };
@@ -1096,6 +1115,7 @@ mod test {
                         Some(&image),
                         &ty,
                         &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                        None,
                     )
                     .unwrap();
                 assert!(memfd.has_image());
@@ -1127,6 +1147,7 @@ mod test {
                     None,
                     &ty,
                     &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                    None,
                 )
                 .unwrap();
 
@@ -1252,6 +1273,7 @@ mod test {
                 None,
                 &ty,
                 &MemoryTunables::new(&tunables, MemoryKind::LinearMemory),
+                None,
             )
             .unwrap();
         assert!(!memfd.has_image());

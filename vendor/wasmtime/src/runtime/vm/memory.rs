@@ -574,7 +574,7 @@ impl LocalMemory {
                     // protection keys, so this slot has no key to preserve.
                     let mut slot =
                         MemoryImageSlot::create(mmap_base, byte_size, alloc.byte_capacity(), None);
-                    slot.instantiate(alloc.byte_size(), Some(image), ty, memory_tunables)?;
+                    slot.instantiate(alloc.byte_size(), Some(image), ty, memory_tunables, None)?;
                     Some(slot)
                 } else {
                     None

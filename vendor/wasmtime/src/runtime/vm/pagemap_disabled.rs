@@ -12,8 +12,14 @@ impl PageMap {
 
     /// wasmbox: see the Linux `PageMap::check_query`; there is no scan here.
     #[allow(dead_code, reason = "not used on linux64")]
-    pub fn check_query(_query: &str) -> Option<bool> {
+    pub fn check_query(_query: &str, _registered: bool) -> Option<bool> {
         None
+    }
+
+    /// wasmbox: see the Linux `PageMap::register_image`; there is no `PageMap` here.
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub fn register_image(&self, _start: *const u8, _len: usize) {
+        match *self {}
     }
 }
 

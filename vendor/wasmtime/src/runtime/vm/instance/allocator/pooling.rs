@@ -158,10 +158,11 @@ impl PoolingAllocationConfig {
     /// wasmbox: for tests of the check [`Self::is_pagemap_scan_available`] makes of
     /// the dirty-page scan on the running kernel: whether it accepts the scan named
     /// `query` (`"dirty"`, the reset's; `"present"` and `"zero"`, two that are wrong on
-    /// every kernel). `None` without the ioctl.
+    /// every kernel); with `registered`, on a mapping registered with userfaultfd as a
+    /// slot's image is. `None` without the ioctl (or, with `registered`, userfaultfd).
     #[doc(hidden)]
-    pub fn wasmbox_check_pagemap_query(query: &str) -> Option<bool> {
-        PageMap::check_query(query)
+    pub fn wasmbox_check_pagemap_query(query: &str, registered: bool) -> Option<bool> {
+        PageMap::check_query(query, registered)
     }
 }
 
@@ -653,7 +654,11 @@ unsafe impl InstanceAllocator for PoolingInstanceAllocator {
                 // `with_flush_and_retry` but adapted for async closures instead of only
                 // sync closures. Right now that won't compile though so this is the
                 // manually expanded version of the method.
-                let mut e = match self.memories.allocate(request, ty, memory_index).await {
+                let mut e = match self
+                    .memories
+                    .allocate(request, ty, memory_index, self.pagemap.as_ref())
+                    .await
+                {
                     Ok(result) => return Ok(result),
                     Err(e) => e,
                 };
@@ -664,7 +669,11 @@ unsafe impl InstanceAllocator for PoolingInstanceAllocator {
                     }
                     let queue = self.decommit_queue(shard).lock().unwrap();
                     if self.flush_decommit_queue(queue) {
-                        match self.memories.allocate(request, ty, memory_index).await {
+                        match self
+                            .memories
+                            .allocate(request, ty, memory_index, self.pagemap.as_ref())
+                            .await
+                        {
                             Ok(result) => return Ok(result),
                             Err(err) => e = err,
                         }

@@ -17,6 +17,8 @@ pub mod machports;
 pub mod signals;
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
+mod no_fault_around;
+#[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
 mod pagemap;
 #[cfg(not(all(target_os = "linux", target_pointer_width = "64", feature = "std")))]
 use crate::vm::pagemap_disabled as pagemap;

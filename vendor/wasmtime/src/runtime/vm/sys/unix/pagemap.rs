@@ -6,6 +6,7 @@
 use crate::prelude::*;
 
 use self::ioctl::{Categories, PageMapScanBuilder};
+use super::no_fault_around::NoFaultAround;
 use crate::runtime::vm::{HostAlignedByteCount, host_page_size};
 use rustix::ioctl::ioctl;
 use std::fs::File;
@@ -95,7 +96,12 @@ static PROCESS_PAGEMAP: std::sync::LazyLock<Option<File>> = std::sync::LazyLock:
 });
 
 #[derive(Debug)]
-pub struct PageMap(&'static File);
+pub struct PageMap {
+    file: &'static File,
+    /// wasmbox: registers the images of the slots that reset with this pagemap
+    /// ([`PageMap::register_image`]); `None` where that is not available.
+    no_fault_around: Option<&'static NoFaultAround>,
+}
 
 impl PageMap {
     #[cfg(feature = "pooling-allocator")]
@@ -126,7 +132,7 @@ impl PageMap {
         static SCAN_IS_EXACT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
             let exact = PROCESS_PAGEMAP
                 .as_ref()
-                .is_some_and(|file| check_scan(file, dirty_page_scan) == Some(true));
+                .is_some_and(|file| check_scan(file, dirty_page_scan, None) == Some(true));
             if !exact {
                 log::warn!(
                     "PAGEMAP_SCAN does not report exactly the written pages on this kernel; not using it"
@@ -137,16 +143,51 @@ impl PageMap {
         if !*SCAN_IS_EXACT {
             return None;
         }
-        Some(PageMap(file))
+        // wasmbox: the same scan on an image registered as `register_image` registers
+        // one; without an exact answer there, images are left unregistered.
+        static NO_FAULT_AROUND: std::sync::LazyLock<Option<NoFaultAround>> =
+            std::sync::LazyLock::new(|| {
+                let no_fault_around = NoFaultAround::open()?;
+                let file = PROCESS_PAGEMAP.as_ref()?;
+                match check_scan(file, dirty_page_scan, Some(&no_fault_around)) {
+                    Some(true) => Some(no_fault_around),
+                    Some(false) => {
+                        log::warn!(
+                            "PAGEMAP_SCAN does not report exactly the written pages of a \
+                             userfaultfd-registered mapping on this kernel; not registering images"
+                        );
+                        None
+                    }
+                    None => None,
+                }
+            });
+        Some(PageMap {
+            file,
+            no_fault_around: NO_FAULT_AROUND.as_ref(),
+        })
     }
 
-    /// wasmbox: for the embedder's tests of the check in [`PageMap::new`]: whether it
-    /// accepts the scan named `query`: `"dirty"`, the one `reset_with_pagemap` makes;
-    /// `"present"`, every page with an entry (which includes pages only read);
-    /// `"zero"`, pages backed by the zero page (which excludes pages written). `None`
-    /// when the ioctl or the check's mapping is not available, or for another name.
+    /// wasmbox: registers a slot's image, just mapped at `start` for `len` bytes and
+    /// not yet touched, so that the kernel maps only the pages a run faults on, not
+    /// their neighbours (see `no_fault_around`). Does nothing where that is not
+    /// available; a mapping left unregistered only keeps more pages resident.
+    pub fn register_image(&self, start: *const u8, len: usize) {
+        if let Some(no_fault_around) = self.no_fault_around {
+            if !no_fault_around.register(start, len) {
+                log::debug!("userfaultfd did not register an image mapping; it faults around");
+            }
+        }
+    }
+
+    /// wasmbox: for the embedder's tests of the checks in [`PageMap::new`]: whether
+    /// they accept the scan named `query`: `"dirty"`, the one `reset_with_pagemap`
+    /// makes; `"present"`, every page with an entry (which includes pages only read);
+    /// `"zero"`, pages backed by the zero page (which excludes pages written). With
+    /// `registered`, on an image registered as [`PageMap::register_image`] registers
+    /// one. `None` when the ioctl, the check's mapping or (with `registered`)
+    /// userfaultfd is not available, or for another name.
     #[cfg(feature = "pooling-allocator")]
-    pub fn check_query(query: &str) -> Option<bool> {
+    pub fn check_query(query: &str, registered: bool) -> Option<bool> {
         let file = PROCESS_PAGEMAP.as_ref()?;
         let scan: fn(*const [u8]) -> PageMapScanBuilder = match query {
             "dirty" => dirty_page_scan,
@@ -164,7 +205,11 @@ impl PageMap {
             },
             _ => return None,
         };
-        check_scan(file, scan)
+        let no_fault_around = match registered {
+            true => Some(NoFaultAround::open()?),
+            false => None,
+        };
+        check_scan(file, scan, no_fault_around.as_ref())
     }
 }
 
@@ -204,9 +249,15 @@ fn dirty_page_scan(region: *const [u8]) -> PageMapScanBuilder {
 /// a pool slot maps a memory: four of a file's data (as the image), privately, then
 /// four anonymous (as the memory past the image). In each four, one page is read, one
 /// written and two left alone; the written two, and only they, must be reported.
-/// `None` when the mapping or the ioctl fails.
+/// With `no_fault_around`, the file's four are registered with it first, as
+/// [`PageMap::register_image`] registers an image. `None` when the mapping, the
+/// registration or the ioctl fails.
 #[cfg(feature = "pooling-allocator")]
-fn check_scan(pagemap: &File, scan: fn(*const [u8]) -> PageMapScanBuilder) -> Option<bool> {
+fn check_scan(
+    pagemap: &File,
+    scan: fn(*const [u8]) -> PageMapScanBuilder,
+    no_fault_around: Option<&NoFaultAround>,
+) -> Option<bool> {
     use std::os::fd::AsRawFd;
 
     let page = host_page_size();
@@ -248,6 +299,15 @@ fn check_scan(pagemap: &File, scan: fn(*const [u8]) -> PageMapScanBuilder) -> Op
         }
         base.cast::<u8>()
     };
+    if let Some(no_fault_around) = no_fault_around {
+        if !no_fault_around.register(base, 4 * page) {
+            // SAFETY: the mapping made above, not used.
+            unsafe {
+                libc::munmap(base.cast(), len);
+            }
+            return None;
+        }
+    }
 
     // SAFETY: every page touched is inside the mapping made above.
     unsafe {
@@ -467,7 +527,7 @@ pub unsafe fn reset_with_pagemap(
         // SAFETY: this should be a safe ioctl as we control the fd we're
         // operating on plus all of `scan_arg`, but this relies on `Ioctl`
         // below being the correct implementation and such.
-        let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
+        let result = match unsafe { ioctl(&pagemap.file, scan_arg) } {
             Ok(result) => result,
 
             // If the ioctl fails for whatever reason, we at least tried, so

@@ -61,7 +61,7 @@ use crate::runtime::vm::{
     CompiledModuleId, InstanceAllocationRequest, Memory, MemoryBase, MemoryImageSlot, Mmap,
     MmapOffset, mmap::AlignedLength,
 };
-use crate::vm::sys::vm::{decommit_pages, iovec};
+use crate::vm::sys::vm::{PageMap, decommit_pages, iovec};
 use crate::{
     Enabled,
     runtime::vm::mpk::{self, ProtectionKey, ProtectionMask},
@@ -357,6 +357,7 @@ impl MemoryPool {
         request: &mut InstanceAllocationRequest<'_, '_>,
         ty: &wasmtime_environ::Memory,
         memory_index: Option<DefinedMemoryIndex>,
+        pagemap: Option<&PageMap>,
     ) -> Result<(MemoryAllocationIndex, Memory)> {
         let tunables = request.store.engine().tunables();
         let memory_tunables = MemoryTunables::new(tunables, MemoryKind::LinearMemory);
@@ -427,7 +428,7 @@ impl MemoryPool {
         // mmap that would leave an open space for someone
         // else to come in and map something.
         let initial_size = usize::try_from(initial_size).unwrap();
-        slot.instantiate(initial_size, image, ty, &memory_tunables)?;
+        slot.instantiate(initial_size, image, ty, &memory_tunables, pagemap)?;
 
         let memory = Memory::new_static(
             ty,
