@@ -437,6 +437,8 @@ impl MemoryImageSlot {
         maybe_image: Option<&Arc<MemoryImage>>,
         ty: &wasmtime_environ::Memory,
         memory_tunables: &MemoryTunables<'_>,
+        // wasmbox: the pool's, when it resets with the pagemap: the image is
+        // registered with it (`PageMap::register_image`).
         pagemap: Option<&PageMap>,
     ) -> Result<()> {
         assert!(!self.dirty);

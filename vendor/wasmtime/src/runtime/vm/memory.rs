@@ -574,6 +574,7 @@ impl LocalMemory {
                     // protection keys, so this slot has no key to preserve.
                     let mut slot =
                         MemoryImageSlot::create(mmap_base, byte_size, alloc.byte_capacity(), None);
+                    // wasmbox: no pagemap here (it belongs to the pooling allocator).
                     slot.instantiate(alloc.byte_size(), Some(image), ty, memory_tunables, None)?;
                     Some(slot)
                 } else {

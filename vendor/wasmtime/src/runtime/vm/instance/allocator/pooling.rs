@@ -654,6 +654,7 @@ unsafe impl InstanceAllocator for PoolingInstanceAllocator {
                 // `with_flush_and_retry` but adapted for async closures instead of only
                 // sync closures. Right now that won't compile though so this is the
                 // manually expanded version of the method.
+                // wasmbox: the pagemap, so that the slot registers its image.
                 let mut e = match self
                     .memories
                     .allocate(request, ty, memory_index, self.pagemap.as_ref())

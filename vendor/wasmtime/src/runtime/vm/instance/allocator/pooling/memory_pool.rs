@@ -61,6 +61,7 @@ use crate::runtime::vm::{
     CompiledModuleId, InstanceAllocationRequest, Memory, MemoryBase, MemoryImageSlot, Mmap,
     MmapOffset, mmap::AlignedLength,
 };
+// wasmbox: `PageMap`, for `allocate`.
 use crate::vm::sys::vm::{PageMap, decommit_pages, iovec};
 use crate::{
     Enabled,
@@ -357,6 +358,7 @@ impl MemoryPool {
         request: &mut InstanceAllocationRequest<'_, '_>,
         ty: &wasmtime_environ::Memory,
         memory_index: Option<DefinedMemoryIndex>,
+        // wasmbox: for `MemoryImageSlot::instantiate`, which registers the image.
         pagemap: Option<&PageMap>,
     ) -> Result<(MemoryAllocationIndex, Memory)> {
         let tunables = request.store.engine().tunables();
