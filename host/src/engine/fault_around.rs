@@ -8,7 +8,7 @@
 use super::{Engine, EngineConfig};
 use wasmtime::{Instance, Module, PoolingAllocationConfig as Pool, Store};
 
-/// Host pages of image: the data segment fills them with non-zero bytes.
+/// Host pages of image: the data segment fills them with ones.
 const IMAGE_PAGES: usize = 8;
 
 /// Whether this build and kernel reset slots in place with images registered; says so
@@ -40,6 +40,33 @@ fn pooled_engine() -> (Engine, tempfile::TempDir) {
     (Engine::new(config).unwrap(), cache)
 }
 
+/// A module whose memory's first [`IMAGE_PAGES`] host pages are image, all ones, with
+/// a reader and a writer of single bytes.
+fn image_module(engine: &Engine) -> Module {
+    let data = "\\01".repeat(IMAGE_PAGES * rustix::param::page_size());
+    let wat = format!(
+        r#"(module
+            (memory (export "memory") 1)
+            (data (i32.const 0) "{data}")
+            (func (export "read") (param i32) (result i32)
+                local.get 0
+                i32.load8_u)
+            (func (export "write") (param i32 i32)
+                local.get 0
+                local.get 1
+                i32.store8))"#
+    );
+    Module::new(engine.wasmtime(), wat).unwrap()
+}
+
+/// `module` instantiated in a store of its own.
+fn instantiate(engine: &Engine, module: &Module) -> (Store<()>, Instance) {
+    let mut store = Store::new(engine.wasmtime(), ());
+    store.set_epoch_deadline(u64::MAX / 2);
+    let instance = Instance::new(&mut store, module, &[]).unwrap();
+    (store, instance)
+}
+
 /// Whether each of `pages` host pages from `start` has a page-table entry mapping it
 /// (`/proc/self/pagemap`, bit 63).
 fn present(start: *const u8, pages: usize) -> Vec<bool> {
@@ -63,27 +90,14 @@ fn a_read_in_an_image_maps_only_the_page_read() {
     assert_eq!(Pool::wasmbox_check_pagemap_query("zero", true), Some(false));
 
     let (engine, _cache) = pooled_engine();
-    let page = rustix::param::page_size();
-    let data = "\\01".repeat(IMAGE_PAGES * page);
-    let wat = format!(
-        r#"(module
-            (memory (export "memory") 1)
-            (data (i32.const 0) "{data}")
-            (func (export "read") (param i32) (result i32)
-                local.get 0
-                i32.load8_u))"#
-    );
-    let module = Module::new(engine.wasmtime(), wat).unwrap();
-    let mut store = Store::new(engine.wasmtime(), ());
-    store.set_epoch_deadline(u64::MAX / 2);
-    let instance = Instance::new(&mut store, &module, &[]).unwrap();
+    let (mut store, instance) = instantiate(&engine, &image_module(&engine));
     let memory = instance.get_memory(&mut store, "memory").unwrap();
     let base = memory.data_ptr(&store).cast_const();
     assert_eq!(present(base, IMAGE_PAGES), vec![false; IMAGE_PAGES], "the image was touched before the read");
 
     let read = instance.get_typed_func::<i32, i32>(&mut store, "read").unwrap();
-    let third = i32::try_from(3 * page).unwrap();
-    assert_eq!(read.call(&mut store, third).unwrap(), 1);
+    let fourth = i32::try_from(3 * rustix::param::page_size()).unwrap();
+    assert_eq!(read.call(&mut store, fourth).unwrap(), 1);
     let mut expected = vec![false; IMAGE_PAGES];
     expected[3] = true;
     assert_eq!(present(base, IMAGE_PAGES), expected, "pages mapped after reading the fourth");
@@ -106,12 +120,11 @@ fn where_userfaultfd_is_refused_slots_still_reset() {
         assert_eq!(Pool::wasmbox_check_pagemap_query("dirty", true), None, "userfaultfd was not refused");
         assert!(Pool::is_pagemap_scan_available(), "the scan went with userfaultfd");
         let (engine, _cache) = pooled_engine();
-        let module = Module::new(engine.wasmtime(), IMAGE_WITH_WRITES).unwrap();
+        // One module: its instances share the image, so each slot resets in place.
+        let module = image_module(&engine);
         let page = i32::try_from(rustix::param::page_size()).unwrap();
         for run in 0..3 {
-            let mut store = Store::new(engine.wasmtime(), ());
-            store.set_epoch_deadline(u64::MAX / 2);
-            let instance = Instance::new(&mut store, &module, &[]).unwrap();
+            let (mut store, instance) = instantiate(&engine, &module);
             let read = instance.get_typed_func::<i32, i32>(&mut store, "read").unwrap();
             let write = instance.get_typed_func::<(i32, i32), ()>(&mut store, "write").unwrap();
             assert_eq!(read.call(&mut store, 2 * page).unwrap(), 1, "run {run} found an earlier run's write");
@@ -134,20 +147,6 @@ fn where_userfaultfd_is_refused_slots_still_reset() {
     assert!(child.status.success(), "the child failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("1 passed"), "the child ran no test:\n{stdout}");
 }
-
-/// Two pages of image, and a reader and a writer of single bytes.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-const IMAGE_WITH_WRITES: &str = r#"(module
-    (memory 1)
-    (data (i32.const 0) "\01")
-    (data (i32.const 8192) "\01")
-    (func (export "read") (param i32) (result i32)
-        local.get 0
-        i32.load8_u)
-    (func (export "write") (param i32 i32)
-        local.get 0
-        local.get 1
-        i32.store8))"#;
 
 /// Installs a seccomp filter on this thread (and the threads it starts) under which
 /// `userfaultfd` fails with `EPERM`, as Docker's default profile makes it fail.
