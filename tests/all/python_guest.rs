@@ -295,9 +295,9 @@ live = {}
 def make(n):
     kind = n % 4
     if kind == 0:
-        return bytes(rng.getrandbits(8) for _ in range(n))
+        return rng.randbytes(n)
     if kind == 1:
-        return "".join(chr(97 + rng.randrange(26)) for _ in range(n))
+        return rng.randbytes(n).decode("latin-1")
     if kind == 2:
         return list(range(n))
     return {i: str(i) for i in range(n // 8)}
