@@ -807,16 +807,20 @@ export function hideDynamicImport(code) {
 function regexEnd(code, i) {
   const n = code.length;
   let cls = false;
-  while (i < n && code[i] !== '\n') {
-    const d = code[i];
-    if (d === '\\') { i += 2; continue; }
+  while (i < n) {
+    const d = code.charCodeAt(i);
+    if (d === 10) break; // \n
+    if (d === 92) { i += 2; continue; } // backslash
     i++;
-    if (d === '[') cls = true;
-    else if (d === ']') cls = false;
-    else if (d === '/' && !cls) break;
+    if (d === 91) cls = true; // [
+    else if (d === 93) cls = false; // ]
+    else if (d === 47 && !cls) break; // /
   }
-  while (i < n && /[a-z]/i.test(code[i])) i++;
-  return i;
+  for (;;) { // flags: ASCII letters
+    const d = code.charCodeAt(i) | 0x20;
+    if (i < n && d >= 97 && d <= 122) i++;
+    else return i;
+  }
 }
 
 // `import(x) { ... }` is a method named import (in a class or object literal), not a call.
@@ -895,25 +899,66 @@ export const KEEP_PARAM = '\u026Akeep'; // "ɪkeep": not a name code would write
 // A name token the tokenizer finds that topLevelNames keeps holds one of these words:
 // code with none of them needs no tokens.
 const DECLARING_WORDS = /let|const|var|function|class/;
-// Sticky patterns: one match per token, where a test per character was far slower in the
-// guest's interpreter. Punctuators longest first, as the alternation takes the first
-// that matches.
-const PUNCTUATOR = />>>=|\.\.\.|===|!==|\*\*=|<<=|>>=|>>>|&&=|\|\|=|\?\?=|=>|==|!=|<=|>=|&&|\|\||\?\?|\?\.|\+\+|--|\+=|-=|\*=|\/=|%=|&=|\|=|\^=|\*\*|<<|>>/y;
-const NAME_REST = /[\w$\u0080-\uffff\\]*/y;
-const NUMBER_REST = /(?:[eE][+-]|[\w.])*/y;
-const SPACES = /[^\S\n\r\u2028\u2029]+/y;
-const NAME_START = /[A-Za-z_$\u0080-\uffff\\]/;
 const OPENERS = new Set(['(', '[', '{', '${']);
 const CLOSERS = new Set([')', ']', '}', '}`']);
 // A newline before one of these does not end an expression.
 const CONTINUES = new Set(['in', 'of', 'instanceof']);
 const VALUE_WORDS = new Set(['this', 'null', 'true', 'false', 'super']);
 
+// The tokenizer reads UTF-16 code units: in the guest's interpreter a regex test, a
+// one-character string or a call to a helper closure per token cost several times what
+// comparing char codes in one loop costs (docs/performance.md, "Session steps").
+const LF = 10, CR = 13, LS = 0x2028, PS = 0x2029;
+
+// Whether the unit `c` continues a name: [\w$\\] or any unit from U+0080 on that is not
+// a space or line break.
+function isNameUnit(c) {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || c === 36
+    || c === 92 || (c >= 0x80 && !/\s/.test(String.fromCharCode(c)));
+}
+
+// The length of the punctuator at `i`, whose first unit is `c`: the longest of
+// `>>>= ... === !== **= <<= >>= >>> &&= ||= ??= => == != <= >= && || ?? ?. ++ -- += -= *=
+// /= %= &= |= ^= ** << >>`, else 1. (charCodeAt past the end is NaN, which matches nothing.)
+function punctuatorLength(code, i, c) {
+  const d = code.charCodeAt(i + 1);
+  switch (c) {
+    case 62: // >
+      if (d === 62) {
+        const e = code.charCodeAt(i + 2);
+        if (e === 62) return code.charCodeAt(i + 3) === 61 ? 4 : 3;
+        return e === 61 ? 3 : 2;
+      }
+      return d === 61 ? 2 : 1;
+    case 46: // .
+      return d === 46 && code.charCodeAt(i + 2) === 46 ? 3 : 1;
+    case 61: // =
+      if (d === 61) return code.charCodeAt(i + 2) === 61 ? 3 : 2;
+      return d === 62 ? 2 : 1;
+    case 33: // !
+      if (d === 61) return code.charCodeAt(i + 2) === 61 ? 3 : 2;
+      return 1;
+    case 63: // ?
+      if (d === 63) return code.charCodeAt(i + 2) === 61 ? 3 : 2;
+      return d === 46 ? 2 : 1;
+    case 60: case 42: case 38: case 124: // < * & |: doubled, doubled with =, or with =
+      if (d === c) return code.charCodeAt(i + 2) === 61 ? 3 : 2;
+      return d === 61 ? 2 : 1;
+    case 43: case 45: // + -
+      return d === c || d === 61 ? 2 : 1;
+    case 47: case 37: case 94: // / % ^
+      return d === 61 ? 2 : 1;
+    default:
+      return 1;
+  }
+}
+
 /**
- * The tokens of `code`: {k: 'name' | 'num' | 'str' | 'tmpl' | 'regex' | 'p', v, nl}, `nl`
- * when a line break precedes the token. A template's `${` and the `}` that closes it are
- * tokens of their own (`${`, `}\``), so brackets balance. Good enough to find declarations,
- * not a parser: what it gets wrong only loses a declaration across steps.
+ * The tokens of `code`: {k: 'name' | 'num' | 'str' | 'tmpl' | 'regex' | 'p', v, nl, end},
+ * `nl` when a line break precedes the token, `end` where it ends (for a template's closing
+ * `}`, where it starts). A template's `${` and the `}` that closes it are tokens of their
+ * own (`${`, `}\``), so brackets balance. Good enough to find declarations, not a parser:
+ * what it gets wrong only loses a declaration across steps.
  */
 export function tokenize(code) {
   const tokens = [];
@@ -921,83 +966,110 @@ export function tokenize(code) {
   const braces = []; // '{' for a block or object, '`' for a template's ${ }
   let i = 0;
   let nl = false;
-  const push = (k, v) => {
-    tokens.push({ k, v, nl, end: i }); // end: where the token ends, for most kinds
-    nl = false;
-  };
-  const regexAllowed = () => {
-    const prev = tokens[tokens.length - 1];
-    if (!prev) return true;
-    if (prev.k === 'name') return REGEX_AFTER_WORD.has(prev.v);
-    return prev.k === 'p' && prev.v !== ')' && prev.v !== ']' && prev.v !== '}`';
-  };
-  const template = (start) => { // i is just inside a template
-    while (i < n) {
-      const c = code[i];
-      if (c === '\\') i += 2;
-      else if (c === '`') { i++; push('tmpl', code.slice(start, i)); return; }
-      else if (c === '$' && code[i + 1] === '{') {
-        push('tmpl', code.slice(start, i));
-        i += 2;
-        braces.push('`');
-        push('p', '${');
-        return;
-      } else i++;
-    }
-    push('tmpl', code.slice(start, i));
-  };
-  // From i, the end of what the sticky `pattern` matches there.
-  const matchEnd = (pattern) => {
-    pattern.lastIndex = i;
-    pattern.test(code);
-    return pattern.lastIndex;
-  };
-  while (i < n) {
-    const c = code[i];
-    if (c === '\n' || c === '\r' || c === '\u2028' || c === '\u2029') { nl = true; i++; continue; }
-    if (c === ' ' || c === '\t' || /\s/.test(c)) { i = Math.max(i + 1, matchEnd(SPACES)); continue; }
-    if (code.startsWith('//', i)) {
-      while (i < n && code[i] !== '\n') i++;
+  let inTemplate = false; // i is inside a template's text, which starts at `start`
+  let start = 0;
+  while (i < n || inTemplate) {
+    if (inTemplate) {
+      inTemplate = false;
+      for (;;) {
+        if (i >= n) { tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i }); nl = false; break; }
+        const c = code.charCodeAt(i);
+        if (c === 92) i += 2; // backslash
+        else if (c === 96) { // `
+          i++;
+          tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
+          nl = false;
+          break;
+        } else if (c === 36 && code.charCodeAt(i + 1) === 123) { // ${
+          tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
+          i += 2;
+          braces.push('`');
+          tokens.push({ k: 'p', v: '${', nl: false, end: i });
+          nl = false;
+          break;
+        } else i++;
+      }
       continue;
     }
-    if (code.startsWith('/*', i)) {
-      const end = code.indexOf('*/', i + 2);
-      const stop = end < 0 ? n : end + 2;
-      if (/[\n\r\u2028\u2029]/.test(code.slice(i, stop))) nl = true;
-      i = stop;
-      continue;
+    const c = code.charCodeAt(i);
+    if (c === LF || c === CR || c === LS || c === PS) { nl = true; i++; continue; }
+    if (c === 32 || c === 9 || c === 11 || c === 12 || (c >= 0x80 && /\s/.test(code[i]))) { i++; continue; }
+    start = i;
+    let k;
+    if (c === 47) { // /
+      const d = code.charCodeAt(i + 1);
+      if (d === 47) {
+        while (i < n && code.charCodeAt(i) !== LF) i++;
+        continue;
+      }
+      if (d === 42) {
+        const end = code.indexOf('*/', i + 2);
+        const stop = end < 0 ? n : end + 2;
+        if (/[\n\r\u2028\u2029]/.test(code.slice(i, stop))) nl = true;
+        i = stop;
+        continue;
+      }
+      const prev = tokens.length === 0 ? undefined : tokens[tokens.length - 1];
+      const regexAllowed = prev === undefined
+        || (prev.k === 'name' ? REGEX_AFTER_WORD.has(prev.v) : prev.k === 'p' && prev.v !== ')' && prev.v !== ']' && prev.v !== '}`');
+      if (regexAllowed) {
+        i = regexEnd(code, i + 1);
+        k = 'regex';
+      }
     }
-    const start = i;
-    if (c === '"' || c === "'") {
+    if (k !== undefined) {
+      // the regex above
+    } else if (c === 34 || c === 39) { // " '
       i++;
-      while (i < n && code[i] !== c && code[i] !== '\n') i += code[i] === '\\' ? 2 : 1;
+      for (;;) {
+        if (i >= n) break;
+        const d = code.charCodeAt(i);
+        if (d === c) { i++; break; }
+        if (d === LF || d === CR) break; // unterminated: the line break is the next token's
+        i += d === 92 ? 2 : 1;
+      }
+      k = 'str';
+    } else if (c === 96) { // `
       i++;
-      push('str', code.slice(start, i));
-    } else if (c === '`') {
-      i++;
-      template(start);
-    } else if (c === '}' && braces[braces.length - 1] === '`') {
+      inTemplate = true;
+      continue;
+    } else if (c === 125 && braces.length !== 0 && braces[braces.length - 1] === '`') { // } of ${ }
       braces.pop();
-      push('p', '}`');
+      tokens.push({ k: 'p', v: '}`', nl, end: i });
+      nl = false;
       i++;
-      template(i);
-    } else if (NAME_START.test(c)) {
-      i = matchEnd(NAME_REST);
-      push('name', code.slice(start, i));
-    } else if ((c >= '0' && c <= '9') || (c === '.' && code[i + 1] >= '0' && code[i + 1] <= '9')) {
-      i = matchEnd(NUMBER_REST);
-      push('num', code.slice(start, i));
-    } else if (c === '/' && regexAllowed()) {
-      i = regexEnd(code, i + 1);
-      push('regex', code.slice(start, i));
+      start = i;
+      inTemplate = true;
+      continue;
+    } else if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95 || c === 36 || c === 92 || c >= 0x80) {
+      i++;
+      for (;;) { // ASCII inline: a call per unit is dear
+        const d = code.charCodeAt(i);
+        if ((d >= 97 && d <= 122) || (d >= 65 && d <= 90) || (d >= 48 && d <= 57) || d === 95 || d === 36) i++;
+        else if (d === 92 || (d >= 0x80 && isNameUnit(d))) i++; // NaN past the end is neither
+        else break;
+      }
+      k = 'name';
+    } else if ((c >= 48 && c <= 57) || (c === 46 && code.charCodeAt(i + 1) >= 48 && code.charCodeAt(i + 1) <= 57)) {
+      for (;;) { // (?:[eE][+-]|[\w.])*
+        const d = code.charCodeAt(i);
+        if ((d === 101 || d === 69) && (code.charCodeAt(i + 1) === 43 || code.charCodeAt(i + 1) === 45)) i += 2;
+        else if (d === 46 || (d < 0x80 && isNameUnit(d) && d !== 36 && d !== 92)) i++;
+        else break;
+      }
+      k = 'num';
     } else {
-      const end = matchEnd(PUNCTUATOR);
-      const p = end > i ? code.slice(i, end) : c;
-      if (p === '{') braces.push('{');
-      else if (p === '}') braces.pop();
-      i += p.length;
-      push('p', p);
+      const length = punctuatorLength(code, i, c);
+      const p = length === 1 ? code[i] : code.slice(i, i + length);
+      if (c === 123) braces.push('{');
+      else if (c === 125) braces.pop();
+      i += length;
+      tokens.push({ k: 'p', v: p, nl, end: i });
+      nl = false;
+      continue;
     }
+    tokens.push({ k, v: code.slice(start, i), nl, end: i });
+    nl = false;
   }
   return tokens;
 }

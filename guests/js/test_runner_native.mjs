@@ -386,6 +386,31 @@ test('sessions: top-level declarations and their names', () => {
   assert.deepEqual(names('const o = {a: 1, b: {c: 2}}, p = 3; label: for (;;) break label'), ['o', 'p']);
 });
 
+test('sessions: the tokenizer\'s tokens, line breaks and ends', () => {
+  const tokens = (code) => tokenize(code).map((t) => `${t.k}:${t.v}${t.nl ? ':nl' : ''}@${t.end}`);
+  assert.deepEqual(tokens('a>>>=b...c===d!==e**=f<<=g>>=h>>>i&&=j||=k??=l=>m'), [
+    'name:a@1', 'p:>>>=@5', 'name:b@6', 'p:...@9', 'name:c@10', 'p:===@13', 'name:d@14', 'p:!==@17', 'name:e@18',
+    'p:**=@21', 'name:f@22', 'p:<<=@25', 'name:g@26', 'p:>>=@29', 'name:h@30', 'p:>>>@33', 'name:i@34', 'p:&&=@37',
+    'name:j@38', 'p:||=@41', 'name:k@42', 'p:??=@45', 'name:l@46', 'p:=>@48', 'name:m@49']);
+  assert.deepEqual(tokens('a?.b??c..d!e<f**g%=h^i|j&k+=l--'), [
+    'name:a@1', 'p:?.@3', 'name:b@4', 'p:??@6', 'name:c@7', 'p:.@8', 'p:.@9', 'name:d@10', 'p:!@11', 'name:e@12',
+    'p:<@13', 'name:f@14', 'p:**@16', 'name:g@17', 'p:%=@19', 'name:h@20', 'p:^@21', 'name:i@22', 'p:|@23',
+    'name:j@24', 'p:&@25', 'name:k@26', 'p:+=@28', 'name:l@29', 'p:--@31']);
+  // numbers with exponents and a leading dot; unicode names, spaces and line breaks;
+  // escapes in names and strings; a string that a line break ends, which the next token
+  // sees
+  assert.deepEqual(tokens('1e+5 .5e-3x 0x1F\u00a0é$\\u0061\ufeff\u2028"a\\"b"\r\n\'c\nd'), [
+    'num:1e+5@4', 'num:.5e-3x@11', 'num:0x1F@16', 'name:é$\\u0061@25', 'str:"a\\"b":nl@33', 'str:\'c:nl@37',
+    'name:d:nl@39']);
+  // regex or division by what precedes; flags of either case; comments and their lines
+  assert.deepEqual(tokens('x = a / b / c; return /[/]\\//Gi /* \n */ y // z\n`t${u}v${`w`}`'), [
+    'name:x@1', 'p:=@3', 'name:a@5', 'p:/@7', 'name:b@9', 'p:/@11', 'name:c@13', 'p:;@14', 'name:return@21',
+    'regex:/[/]\\//Gi@31', 'name:y:nl@41', 'tmpl:`t:nl@49', 'p:${@51', 'name:u@52', 'p:}`@52', 'tmpl:v@54',
+    'p:${@56', 'tmpl:`w`@59', 'p:}`@59', 'tmpl:`@61']);
+  assert.deepEqual(tokens('`open ${'), ['tmpl:`open @6', 'p:${@8']);
+  assert.deepEqual(tokens('`unclosed\\'), ['tmpl:`unclosed\\@11']);
+});
+
 test('sessions: a step\'s \'use strict\' directive, and what is none', () => {
   const strict = (code) => hasUseStrict(tokenize(code));
   for (const code of ["'use strict'", '"use strict";let a', "// c\n'use asm'; 'use strict'\nx = 1",
