@@ -1574,6 +1574,13 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
     if (!same) define(name, value);
   }
 
+  // Whether every name still holds its value: one read per name, each at a site of its
+  // own, which the engine's inline caches make about half of what the loop's computed
+  // reads (one site for all) cost (docs/performance.md, "Session steps"). A getter the
+  // code left there runs, as in provide; one that throws answers false.
+  const allProvided = new Function('g', 'v',
+    `try { return ${NAMES.map((name, i) => `g.${name} === v[${i}]`).join(' && ')}; } catch { return false; }`);
+
   // Now, for the runner runner.js makes into the snapshot: a run then only checks them,
   // and the first run of an instance not even that (below). INPUT too: the build's
   // warm-up runs defined it.
@@ -1604,7 +1611,9 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       // (see writeJson). Not before a runner's first run: no code has run since the names
       // were provided (at build time, for an instance fresh from the snapshot), and the
       // fifteen checks were much of a fresh trivial run's cost (docs/performance.md).
-      if (calls !== 0) for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+      if (calls !== 0 && !allProvided(global, VALUES)) {
+        for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
+      }
       // Only code that names a combinator needs it (a global a run defines costs it fuel).
       const namesPromise = code.includes('Promise');
       if (namesPromise) provide(DEFER, toolCalls.defer);
