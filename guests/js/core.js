@@ -611,9 +611,10 @@ function errorMessage(e) {
   }, '<unprintable>');
 }
 
-// Stack frames of user code. SpiderMonkey names code compiled by `new AsyncFunction`
-// after the place that compiled it ("core.js line 412 > AsyncFunction:3:5") and puts two
-// header lines before the body ("async function anonymous(\n) {\n"). SITE is measured
+// Stack frames of user code. SpiderMonkey names code compiled by `new AsyncFunction` (or
+// `new Function`, for code without `await`) after the place that compiled it ("core.js
+// line 412 > AsyncFunction:3:5") and puts two header lines before the body ("async
+// function anonymous(\n) {\n"). SITE is measured
 // once with the same compile() call, so it is right whatever path the build used.
 const AsyncFunction = (async function () {}).constructor;
 const HEADER_LINES = 2;
@@ -634,11 +635,15 @@ const SITE = safe(() => {
  */
 export function userFrames(stack) {
   if (typeof stack !== 'string' || !SITE) return [];
-  const mark = '@' + SITE + 'AsyncFunction';
+  const site = '@' + SITE;
   const lines = [];
   for (const frame of stack.split('\n')) {
-    const at = frame.indexOf(mark);
+    const at = frame.indexOf(site);
     if (at < 0) continue;
+    const kind = frame.startsWith('AsyncFunction', at + site.length) ? 'AsyncFunction'
+      : frame.startsWith('Function', at + site.length) ? 'Function' : null;
+    if (kind === null) continue;
+    const mark = site + kind;
     let name = frame.slice(0, at);
     const isAsync = name.startsWith('async*');
     if (isAsync) name = name.slice(6);
@@ -1626,6 +1631,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       if (toolCalls.inFlight.size !== 0) toolCalls.inFlight.clear();
 
       let fn;
+      let sync = false;
       let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
       headerLines = HEADER_LINES;
       try {
@@ -1637,17 +1643,22 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         // of a step's cost.
         const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
         const names = tokens ? topLevelNames(source, tokens) : [];
+        // Without the word `await` the body parses the same as a plain function's, which
+        // costs less to compile and to call, and whose value needs no promise (below).
+        // (`\u` too: `aw\u0061it` is an error in an async body, a name in a plain one.)
+        sync = !source.includes('await') && !source.includes('\\u');
+        const Ctor = sync ? Function : AsyncFunction;
         if (names.length) {
           try {
             // On the keep line, so the code's own lines keep their numbers.
             const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
-            fn = compile(AsyncFunction, prologue + keepLine(names) + source, KEEP_PARAM);
+            fn = compile(Ctor, prologue + keepLine(names) + source, KEEP_PARAM);
             headerLines = HEADER_LINES + 1;
           } catch {
             // the code's own error, with its own line numbers, comes from compiling it as it is
           }
         }
-        if (!fn) fn = compile(AsyncFunction, source);
+        if (!fn) fn = compile(Ctor, source);
       } catch (e) {
         return settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e)));
       }
@@ -1663,7 +1674,25 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       // error" once its own queue ran dry with the export's promise pending).
       let settled;
       try {
-        settled = await new Promise((resolve) => {
+        // Code without `await` was compiled as a plain function (above): it has run to its
+        // end here. Its value, unless a thenable, settles the run once the microtasks the
+        // code queued have run, as an async body's return value would: without the
+        // driver's promise, closures and tick (docs/performance.md, "A JS run without
+        // await").
+        let returned;
+        let threw = false;
+        if (sync) {
+          try {
+            returned = fn(keep);
+          } catch (error) {
+            threw = true;
+            returned = error;
+          }
+        }
+        if (sync && !threw && (returned === null || (typeof returned !== 'object' && typeof returned !== 'function'))) {
+          await null;
+          settled = { value: returned };
+        } else settled = await new Promise((resolve) => {
           const finish = (outcome) => {
             if (state.closed) return;
             state.closed = true;
@@ -1680,7 +1709,8 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
             if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
             wake();
           };
-          promiseThen.call(fn(keep), (value) => finish({ value }), (error) => finish({ error }));
+          const result = sync ? (threw ? promiseReject(returned) : promiseResolve(returned)) : fn(keep);
+          promiseThen.call(result, (value) => finish({ value }), (error) => finish({ error }));
           // The tick only matters to a run still pending after its first microtasks, and
           // asking the engine for one (a setTimeout) is dear (docs/performance.md): so a
           // runner's first run asks from a microtask queued after the code's first ones,

@@ -220,6 +220,22 @@ test('values: return, output, undefined -> null, input', async () => {
   assert.match(bad.val.val, /^input is not valid JSON: /);
 });
 
+test('values: code without await settles as an async body would', async () => {
+  // the microtasks the code queued run before the run settles: output() in one wins
+  assert.deepEqual(await run('Promise.resolve().then(() => output(7)); return 1', 'null'), ok('7'));
+  assert.deepEqual(await run('Promise.resolve().then(() => output(7)).catch(() => {}); output(8)', 'null'),
+    contract('output() called more than once'));
+  // a returned thenable is adopted; a rejected one, or a throw, is the run's exception
+  assert.deepEqual(await run('return Promise.resolve(5)', 'null'), ok('5'));
+  assert.deepEqual(await run('return {then(r) { r(6) }}', 'null'), ok('6'));
+  assert.deepEqual(await run('return tools.add({a: 1, b: 2})', 'null'), ok('3'));
+  assert.equal((await exception('return Promise.reject(new TypeError("no"))')).kind, 'TypeError');
+  assert.equal((await exception('null.boom')).kind, 'TypeError');
+  // `await` spelled with an escape is still refused, as in an async body
+  assert.equal((await run('let aw\\u0061it = 1; return aw\\u0061it', 'null')).val.tag, 'syntax');
+  assert.deepEqual(await run('return "\\u0061"', 'null'), ok('"a"'));
+});
+
 test('contract errors: output twice (even caught), non-JSON result, never settles', async () => {
   assert.deepEqual(await run('output(1); try { output(2) } catch {} return 3', 'null'),
     contract('output() called more than once'));

@@ -5,6 +5,8 @@
 //!   hands the run's promise to the embedding, which subscribes to it natively. The
 //!   generated binding awaited it, which read `Promise.prototype.constructor`: code that
 //!   made that getter throw trapped the instance instead of getting an error.
+//! - Code without `await` runs as a plain function and returns its value through no
+//!   promise of the runner (docs/performance.md, "A JS run without await").
 //! - Garbage a run drops is collected before it fills the memory cap: not yet (below).
 
 use wasmbox::{Sandbox, Status, Tools};
@@ -14,11 +16,15 @@ use crate::support::{javascript, value};
 #[tokio::test]
 async fn code_that_breaks_promise_machinery_gets_an_outcome_not_a_trap() {
     let sandbox = Sandbox::new(javascript(), Tools::new());
-    let broken = sandbox
-        .run("Object.defineProperty(Promise.prototype, 'constructor', { get() { throw new Error('no') } }); return 1")
-        .await;
+    let break_constructor =
+        "Object.defineProperty(Promise.prototype, 'constructor', { get() { throw new Error('no') } });";
+    // Code with `await` runs as an async function, whose promise the runner follows.
+    let broken = sandbox.run(&format!("{break_constructor} return await 1")).await;
     assert_eq!(broken.status, Status::Error, "{broken:#?}");
     assert_eq!(broken.error.as_ref().map(|e| e.kind.as_str()), Some("Error"), "{broken:#?}");
+    // Code without it returns its value through no promise at all.
+    let plain = sandbox.run(&format!("{break_constructor} return 1")).await;
+    assert_eq!(value(&plain), 1);
     let patched = sandbox.run("Promise.prototype.then = function () { throw new Error('no') }; return 2").await;
     assert_eq!(value(&patched), 2);
 }
