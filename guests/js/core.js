@@ -614,8 +614,8 @@ function errorMessage(e) {
 // Stack frames of user code. SpiderMonkey names code compiled by `new AsyncFunction` (or
 // `new Function`, for code without `await`) after the place that compiled it ("core.js
 // line 412 > AsyncFunction:3:5") and puts two header lines before the body ("async
-// function anonymous(\n) {\n"). SITE is measured
-// once with the same compile() call, so it is right whatever path the build used.
+// function anonymous(\n) {\n"). SITE is measured once with the same compile() call, so
+// it is right whatever path the build used.
 const AsyncFunction = (async function () {}).constructor;
 const HEADER_LINES = 2;
 // The header lines of the function being run: one more in a session's step (KEEP_PARAM).
@@ -912,7 +912,8 @@ const VALUE_WORDS = new Set(['this', 'null', 'true', 'false', 'super']);
 
 // The tokenizer reads UTF-16 code units: in the guest's interpreter a regex test, a
 // one-character string or a call to a helper closure per token cost several times what
-// comparing char codes in one loop costs (docs/performance.md, "Session steps").
+// comparing char codes in one loop costs (docs/performance.md, "The JS tokenizer by char
+// codes").
 const LF = 10, CR = 13, LS = 0x2028, PS = 0x2029;
 
 // Whether the unit `c` continues a name: [\w$\\] or any unit from U+0080 on that is not
@@ -1019,12 +1020,12 @@ export function tokenize(code) {
         || (prev.k === 'name' ? REGEX_AFTER_WORD.has(prev.v) : prev.k === 'p' && prev.v !== ')' && prev.v !== ']' && prev.v !== '}`');
       if (regexAllowed) {
         i = regexEnd(code, i + 1);
-        k = 'regex';
+        tokens.push({ k: 'regex', v: code.slice(start, i), nl, end: i });
+        nl = false;
+        continue;
       }
     }
-    if (k !== undefined) {
-      // the regex above
-    } else if (c === 34 || c === 39) { // " '
+    if (c === 34 || c === 39) { // " '
       i++;
       for (;;) {
         if (i >= n) break;
@@ -1059,7 +1060,7 @@ export function tokenize(code) {
       for (;;) { // (?:[eE][+-]|[\w.])*
         const d = code.charCodeAt(i);
         if ((d === 101 || d === 69) && (code.charCodeAt(i + 1) === 43 || code.charCodeAt(i + 1) === 45)) i += 2;
-        else if (d === 46 || (d < 0x80 && isNameUnit(d) && d !== 36 && d !== 92)) i++;
+        else if (d === 46 || (d >= 97 && d <= 122) || (d >= 65 && d <= 90) || (d >= 48 && d <= 57) || d === 95) i++;
         else break;
       }
       k = 'num';
@@ -1580,8 +1581,8 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   }
 
   // Whether every name still holds its value: one read per name, each at a site of its
-  // own, which the engine's inline caches make about half of what the loop's computed
-  // reads (one site for all) cost (docs/performance.md, "Session steps"). A getter the
+  // own, which the engine's inline caches serve for less than the loop's computed reads
+  // (one site for all; docs/performance.md, "A JS step's fifteen names"). A getter the
   // code left there runs, as in provide; one that throws answers false.
   const allProvided = new Function('g', 'v',
     `try { return ${NAMES.map((name, i) => `g.${name} === v[${i}]`).join(' && ')}; } catch { return false; }`);
