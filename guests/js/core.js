@@ -19,8 +19,12 @@ const {
 } = Object;
 const { isArray } = Array;
 const promiseThen = Promise.prototype.then;
-// A settled promise to queue a microtask on (the run's driver: createRunner).
+// A settled promise to queue a microtask on (the run's end: createRunner). Its own
+// `constructor`, undefined, makes `then` create a plain promise without reading
+// Promise.prototype.constructor or Promise[Symbol.species], which code may have replaced
+// with a getter that throws (ECMA-262 SpeciesConstructor, step 2).
 const RESOLVED = Promise.resolve();
+Object.defineProperty(RESOLVED, 'constructor', { value: undefined });
 const promiseResolve = Promise.resolve.bind(Promise);
 const promiseReject = Promise.reject.bind(Promise);
 const withResolvers = typeof Promise.withResolvers === 'function'
@@ -1593,13 +1597,97 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
   provide('INPUT', null);
 
-  return async function run(codeArg, inputArg, lower) {
+  /** Ends the run `state` (its timers, a step's bindings) and reports how it settled. */
+  function conclude(state, settled, lower) {
     try {
-      // No yield before the code runs: the embedding subscribes to this promise natively
-      // (JS::AddPromiseReactions), not by looking `then` up, so code that patches
-      // Promise.prototype.then cannot leave the export unsettled (bindings/export_run.js).
-      // The whole run in this one async function: a second one, awaited from here, cost
-      // every run ~34k fuel (docs/performance.md).
+      try {
+        state.closed = true;
+        onTick = null;
+        timers.clearAll();
+        if (state.kept) keepBindings(global, state.kept);
+      } finally {
+        current = null;
+      }
+      if (state.violation !== null) return settle(lower, fail('contract', state.violation));
+      if (state.uncaught) return settle(lower, fail('exception', guestException(state.uncaught.error)));
+      if ('error' in settled) return settle(lower, fail('exception', guestException(settled.error)));
+      if (settled.stalled) return settle(lower, fail('contract', NEVER_SETTLES));
+
+      let value = state.hasOutput ? state.output : settled.value;
+      if (value === undefined) value = null;
+      const { text, problem } = toJson(value);
+      if (problem) return settle(lower, fail('contract', clean(`result is not JSON: ${problem}`)));
+      return settle(lower, ok(text));
+    } catch (e) {
+      return failed(lower, e);
+    }
+  }
+
+  /** Reports a bug in the runner itself: never a trap. */
+  function failed(lower, e) {
+    try {
+      return settle(lower, fail('exception', guestException(e)));
+    } catch {
+      return settle(lower, FALLBACK);
+    }
+  }
+
+  /**
+   * Drives the code's promise to its end. A synchronous tool call settles at once; calls
+   * started together settle when the driver collects their answers, waiting on the host
+   * no longer than to the next timer; timers and native streams need the event loop.
+   * When turn after turn finds the promise pending, no call in flight and no timer of the
+   * code pending, nothing will ever settle it, and the run ends with a contract error
+   * (StarlingMonkey would trap with "event loop error" once its own queue ran dry with
+   * the export's promise pending).
+   */
+  function drive(state, result, lower) {
+    let resolve;
+    const concluded = new Promise((settle) => {
+      resolve = settle;
+    });
+    const finish = (outcome) => {
+      if (state.closed) return;
+      state.closed = true;
+      resolve(conclude(state, outcome, lower));
+    };
+    onTick = () => {
+      if (state.uncaught) return finish({ error: state.uncaught.error });
+      if (toolCalls.inFlight.size) { // wait for an answer, or until the next timer is due
+        toolCalls.wait(timers.active.size ? timers.msToNext() : undefined);
+        idleTurns = 0;
+        return wake();
+      }
+      if (timers.active.size) return; // the timer's callback (or a started call) wakes it
+      if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
+      wake();
+    };
+    try {
+      promiseThen.call(result, (value) => finish({ value }), (error) => finish({ error }));
+    } catch (error) { // the code replaced what `then` reads (Promise.prototype.constructor)
+      finish({ error });
+    }
+    // The tick only matters to a run still pending after its first microtasks, and
+    // asking the engine for one (a setTimeout) is dear (docs/performance.md): so a
+    // runner's first run asks from a microtask queued after the code's first ones,
+    // and code that settles at once has finished by then (wake() then does nothing).
+    // A session's later steps ask at once: the tick stays pending from one step to
+    // the next, and serves them all for less than that microtask costs each.
+    if (calls > 1) wake();
+    else promiseThen.call(RESOLVED, wake);
+    return concluded;
+  }
+
+  // A plain function, not an async one: the embedding needs a promise, but code that
+  // runs to its end with a plain value (`return 1 + 1`) settles the run with one
+  // `then` on a settled promise, at a fraction of an async call's and an await's cost
+  // (docs/performance.md, "A JS run without an async runner"). No yield before the code
+  // runs: the embedding subscribes to the promise natively (JS::AddPromiseReactions), not
+  // by looking `then` up, so code that patches Promise.prototype.then cannot leave the
+  // export unsettled (bindings/export_run.js).
+  return function run(codeArg, inputArg, lower) {
+    let handedOff = false; // whether conclude() now owns `current` (a promise pending)
+    try {
       // The bindings pass strings; a test costs less than the call.
       const code = typeof codeArg === 'string' ? codeArg : String(codeArg);
       const inputJson = typeof inputArg === 'string' ? inputArg : String(inputArg);
@@ -1608,7 +1696,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         try {
           input = parse(inputJson);
         } catch (e) {
-          return settle(lower, fail('contract', clean(`input is not valid JSON: ${e.message}`)));
+          return promiseResolve(settle(lower, fail('contract', clean(`input is not valid JSON: ${e.message}`))));
         }
       }
 
@@ -1625,7 +1713,8 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       if (namesPromise) provide(DEFER, toolCalls.defer);
       if (input !== null) define('INPUT', input);
       else if (calls !== 0) provide('INPUT', null); // a first run finds it null (createRunner)
-      const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false };
+      // kept: a session step's top-level bindings, [[name, get, set], ...]
+      const state = { hasOutput: false, output: undefined, violation: null, uncaught: null, closed: false, kept: null };
       current = state;
       idleTurns = 0;
       // what an earlier run left in flight is no part of this one
@@ -1633,7 +1722,6 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
 
       let fn;
       let sync = false;
-      let kept = null; // a session step's top-level bindings, [[name, get, set], ...]
       headerLines = HEADER_LINES;
       try {
         // Both return code without these words as it is: a test here saves two calls.
@@ -1661,92 +1749,33 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
         }
         if (!fn) fn = compile(Ctor, source);
       } catch (e) {
-        return settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e)));
+        return promiseResolve(settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e))));
       }
       const keep = (bindings) => {
-        kept = bindings;
+        state.kept = bindings;
       };
 
-      // Drive the code's promise. A synchronous tool call settles at once; calls started
-      // together settle when the driver collects their answers, waiting on the host no
-      // longer than to the next timer; timers and native streams need the event loop. When turn after turn finds the promise pending, no call in flight and
-      // no timer of the code pending, nothing will ever settle it, and
-      // the run ends with a contract error (StarlingMonkey would trap with "event loop
-      // error" once its own queue ran dry with the export's promise pending).
-      let settled;
+      handedOff = true;
+      if (!sync) return drive(state, fn(keep), lower);
+      // Code without `await` was compiled as a plain function (above): it runs to its end
+      // here. Its value, unless a thenable, or what it threw, settles the run once the
+      // microtasks the code queued have run, as an async body's would: without the
+      // driver's promise, closures and tick (docs/performance.md, "A JS run without
+      // await").
+      let returned;
       try {
-        // Code without `await` was compiled as a plain function (above): it has run to its
-        // end here. Its value, unless a thenable, settles the run once the microtasks the
-        // code queued have run, as an async body's return value would: without the
-        // driver's promise, closures and tick (docs/performance.md, "A JS run without
-        // await").
-        let returned;
-        let threw = false;
-        if (sync) {
-          try {
-            returned = fn(keep);
-          } catch (error) {
-            threw = true;
-            returned = error;
-          }
-        }
-        if (sync && !threw && (returned === null || (typeof returned !== 'object' && typeof returned !== 'function'))) {
-          await null;
-          settled = { value: returned };
-        } else settled = await new Promise((resolve) => {
-          const finish = (outcome) => {
-            if (state.closed) return;
-            state.closed = true;
-            resolve(outcome);
-          };
-          onTick = () => {
-            if (state.uncaught) return finish({ error: state.uncaught.error });
-            if (toolCalls.inFlight.size) { // wait for an answer, or until the next timer is due
-              toolCalls.wait(timers.active.size ? timers.msToNext() : undefined);
-              idleTurns = 0;
-              return wake();
-            }
-            if (timers.active.size) return; // the timer's callback (or a started call) wakes it
-            if (++idleTurns >= maxIdleTurns) return finish({ stalled: true });
-            wake();
-          };
-          const result = sync ? (threw ? promiseReject(returned) : promiseResolve(returned)) : fn(keep);
-          promiseThen.call(result, (value) => finish({ value }), (error) => finish({ error }));
-          // The tick only matters to a run still pending after its first microtasks, and
-          // asking the engine for one (a setTimeout) is dear (docs/performance.md): so a
-          // runner's first run asks from a microtask queued after the code's first ones,
-          // and code that settles at once (`return 1 + 1`) has finished by then (wake()
-          // then does nothing). A session's later steps ask at once: the tick stays
-          // pending from one step to the next, and serves them all for less than that
-          // microtask costs each.
-          if (calls > 1) wake();
-          else promiseThen.call(RESOLVED, wake);
-        });
-      } finally {
-        state.closed = true;
-        onTick = null;
-        timers.clearAll();
-        if (kept) keepBindings(global, kept);
+        returned = fn(keep);
+      } catch (error) {
+        return promiseThen.call(RESOLVED, () => conclude(state, { error }, lower));
       }
-
-      if (state.violation !== null) return settle(lower, fail('contract', state.violation));
-      if (state.uncaught) return settle(lower, fail('exception', guestException(state.uncaught.error)));
-      if ('error' in settled) return settle(lower, fail('exception', guestException(settled.error)));
-      if (settled.stalled) return settle(lower, fail('contract', NEVER_SETTLES));
-
-      let value = state.hasOutput ? state.output : settled.value;
-      if (value === undefined) value = null;
-      const { text, problem } = toJson(value);
-      if (problem) return settle(lower, fail('contract', clean(`result is not JSON: ${problem}`)));
-      return settle(lower, ok(text));
+      if (returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) {
+        return promiseThen.call(RESOLVED, () => conclude(state, { value: returned }, lower));
+      }
+      return drive(state, promiseResolve(returned), lower);
     } catch (e) { // a bug in the runner itself: report it, never trap
-      try {
-        return settle(lower, fail('exception', guestException(e)));
-      } catch {
-        return settle(lower, FALLBACK);
-      }
+      return promiseResolve(failed(lower, e));
     } finally {
-      current = null;
+      if (!handedOff) current = null;
     }
   };
 }

@@ -94,8 +94,12 @@ installIntlOnFirstUse(globalThis);
 for (let i = 0; i < 3; i++) t += (await tools.echo({a: i, b: [true, null, 'é']})).a;
 return [t, listTools().length, {b: null}]`, '{"x": 1}');
   const error = await warmUp('throw new TypeError("warm")', 'null');
-  if (value.tag !== 'ok' || value.val !== '[3,1,{"b":null}]' || error.val?.tag !== 'exception') {
-    throw new Error(`the build's warm-up runs failed: ${JSON.stringify([value, error])}`);
+  // Code without `await` settles the run on one of two paths: a plain value's, an object's.
+  const plain = await warmUp('return 1 + 1', 'null');
+  const object = await warmUp('return {a: [1]}', 'null');
+  if (value.tag !== 'ok' || value.val !== '[3,1,{"b":null}]' || error.val?.tag !== 'exception'
+    || plain.val !== '2' || object.val !== '{"a":[1]}') {
+    throw new Error(`the build's warm-up runs failed: ${JSON.stringify([value, error, plain, object])}`);
   }
   // And a session's step that keeps names (its tokenizer, the keep line, keepBindings),
   // on a runner whose names go to an object of its own rather than onto the snapshot's

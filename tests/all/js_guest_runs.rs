@@ -27,6 +27,11 @@ async fn code_that_breaks_promise_machinery_gets_an_outcome_not_a_trap() {
     assert_eq!(value(&plain), 1);
     let patched = sandbox.run("Promise.prototype.then = function () { throw new Error('no') }; return 2").await;
     assert_eq!(value(&patched), 2);
+    // Its throw settles the run through the same promise: the code's own error reaches it.
+    let thrown = sandbox.run(&format!("{break_constructor} throw new TypeError('mine')")).await;
+    assert_eq!(thrown.error.as_ref().map(|e| (e.kind.as_str(), e.message.as_str())), Some(("TypeError", "mine")));
+    let species = "Object.defineProperty(Promise, Symbol.species, { get() { throw new Error('no') } }); return 3";
+    assert_eq!(value(&sandbox.run(species).await), 3);
 }
 
 /// A run that allocates, and drops, far more than the memory cap (400 arrays of 800 KB

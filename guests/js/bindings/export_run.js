@@ -11,8 +11,8 @@
 // (docs/performance.md, "The JS export call"):
 // - the generated binding is an async function that awaits the runner's promise and then
 //   writes the result: one more async frame and one more await per call. Here the runner
-//   writes the result itself, through `lower`, as its own async function returns, and
-//   the binding returns the runner's promise, to which the embedding adds its reactions;
+//   writes the result itself, through `lower`, as it concludes the run, and the binding
+//   returns the runner's promise, to which the embedding adds its reactions;
 // - two debug-log calls per call (one built an object even with logging off), a DataView
 //   getter call per field written, and each string's UTF-8 length counted in an
 //   interpreted loop over its characters before the native encoder wrote it: here the
