@@ -467,6 +467,39 @@ export const DEFER = '__wasmbox_defer__';
 const COMBINATORS = new Set(['all', 'allSettled', 'race', 'any']);
 
 /**
+ * Past the ASCII white space of `code` from `i`: the index of the next unit, which may
+ * still be white space beyond ASCII (the callers take any such unit as a maybe).
+ */
+function skipAsciiSpace(code, i) {
+  for (;;) {
+    const c = code.charCodeAt(i);
+    if (c === 32 || (c >= 9 && c <= 13)) i++;
+    else return i;
+  }
+}
+
+/**
+ * False only when no `Promise . all|allSettled|race|any` is in the text, with white space
+ * or comments between (a comment, or a unit beyond ASCII, answers true): then
+ * deferToolCalls' tokens hold no combinator call. A few native searches, where a regular
+ * expression's first use in a fresh instance cost more than the tokens.
+ */
+function mayCallCombinator(code) {
+  for (let at = code.indexOf('Promise'); at !== -1; at = code.indexOf('Promise', at + 7)) {
+    let i = skipAsciiSpace(code, at + 7);
+    let c = code.charCodeAt(i);
+    if (c === 47 || c >= 0x80) return true; // a comment, or maybe white space
+    if (c !== 46) continue; // .
+    i = skipAsciiSpace(code, i + 1);
+    c = code.charCodeAt(i);
+    if (c === 47 || c >= 0x80 || code.startsWith('all', i) || code.startsWith('race', i) || code.startsWith('any', i)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
  * `code` (a function body) with the argument of each `Promise.all(...)`, `allSettled`,
  * `race` and `any` evaluated through DEFER: `Promise.all(__wasmbox_defer__(() => (X)))`,
  * so the tool calls X makes start together. Lines keep their numbers. An argument that
@@ -474,7 +507,16 @@ const COMBINATORS = new Set(['all', 'allSettled', 'race', 'any']);
  * arguments) is left alone: its calls run one after another, as before.
  */
 export function deferToolCalls(code) {
-  if (!code.includes('Promise')) return code;
+  // Tokens cost ~7k fuel a character in this interpreter, a native search of the text far
+  // less: code with no combinator call in its text has none in its tokens
+  // (docs/performance.md, "One frame fewer, no decoder for `null`, and code that names
+  // Promise or import").
+  if (!mayCallCombinator(code)) return code;
+  return deferToolCallsScan(code);
+}
+
+/** deferToolCalls without its search of the text (exported for the tests). */
+export function deferToolCallsScan(code) {
   const t = tokenize(code);
   const edits = []; // [position, text], in order
   for (let i = 0; i + 4 < t.length; i++) {
@@ -720,12 +762,27 @@ function syntaxError(e, code) {
 // rejects. `import` hidden in a string given to eval/new Function still traps: the host
 // reports the trap; nothing escapes.
 export const IMPORT_STANDIN = '\u026Amport'; // "ɪmport": 6 UTF-16 units, like "import"
+
+/** As mayCallCombinator, for hideDynamicImport: false only when no `import` is before a `(`. */
+function mayCallImport(code) {
+  for (let at = code.indexOf('import'); at !== -1; at = code.indexOf('import', at + 6)) {
+    const c = code.charCodeAt(skipAsciiSpace(code, at + 6));
+    if (c === 40 || c === 47 || c >= 0x80) return true; // ( or a comment, or maybe white space
+  }
+  return false;
+}
 const REGEX_AFTER_WORD = new Set(['return', 'typeof', 'instanceof', 'in', 'of', 'new', 'delete',
   'void', 'throw', 'case', 'do', 'else', 'yield', 'await']);
 
 /** The code with every dynamic `import(` keyword replaced by IMPORT_STANDIN. */
 export function hideDynamicImport(code) {
-  if (!code.includes('import')) return code;
+  // As in deferToolCalls: the scan costs thousands of fuel a character.
+  if (!mayCallImport(code)) return code;
+  return hideDynamicImportScan(code);
+}
+
+/** hideDynamicImport without its search of the text (exported for the tests). */
+export function hideDynamicImportScan(code) {
   const n = code.length;
   const hits = [];
   const braces = []; // '{' for a block or object, '`' for a template's ${ }
@@ -1596,6 +1653,9 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
   // warm-up runs defined it.
   for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
   provide('INPUT', null);
+  // And the combinators' hidden helper, which a run only checks, when its code names
+  // Promise: defining a global cost such a run more than its rewriting.
+  provide(DEFER, toolCalls.defer);
 
   /** Ends the run `state` (its timers, a step's bindings) and reports how it settled. */
   function conclude(state, settled, lower) {
@@ -1708,7 +1768,7 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       if (calls !== 0 && !allProvided(global, VALUES)) {
         for (let i = 0; i < NAMES.length; i++) provide(NAMES[i], VALUES[i]);
       }
-      // Only code that names a combinator needs it (a global a run defines costs it fuel).
+      // Only code that names a combinator needs it, in place (see createRunner).
       const namesPromise = code.includes('Promise');
       if (namesPromise) provide(DEFER, toolCalls.defer);
       if (input !== null) define('INPUT', input);

@@ -40,17 +40,11 @@ Object.defineProperty(globalThis, 'require', {
   value: makeRequire(modules), writable: true, configurable: true, enumerable: false,
 });
 
-let run = null; // the runner, made after the build's warm-up runs (at the end)
-
-export const runner = {
-  // `lower` is the export binding's writer of the result (bindings/export_run.js).
-  run(code, inputJson, lower) {
-    // What the tools.call binding allocated in an earlier export call (a session's earlier
-    // step) has been freed since (bindings/tool_call.js).
-    call.forgetAllocations?.();
-    return run(code, inputJson, lower);
-  },
-};
+// The export: `runner.run(code, inputJson, lower)`, where `lower` is the export
+// binding's writer of the result (bindings/export_run.js). core.js's runner itself, made
+// at the end, after the build's warm-up runs; the bindings read it after this module
+// has run.
+export const runner = { run: null };
 
 // Make every standard class of the code's realm now, into the snapshot: SpiderMonkey
 // makes a class on its first use in a realm, and each run starts from the snapshot, so a
@@ -83,8 +77,19 @@ installIntlOnFirstUse(globalThis);
     Promise.resolve().then(fn);
     return 0;
   };
+  // Calls started together (Promise.all's) end at the first wait, in the order started.
+  let started = [];
   const host = {
     call: (name, argsJson) => argsJson,
+    startCall(name, argsJson) {
+      started.push({ id: started.length + 1, answer: { tag: 'ok', val: argsJson } });
+      return started.length;
+    },
+    awaitAny() {
+      const finished = started;
+      started = [];
+      return finished;
+    },
     listTools: () => [{ name: 'echo', description: 'echoes its arguments', argsSchema: '{}' }],
   };
   const timers = { setTimeout: later, clearTimeout() {}, setInterval: later, clearInterval() {} };
@@ -96,10 +101,15 @@ return [t, listTools().length, {b: null}]`, '{"x": 1}');
   const error = await warmUp('throw new TypeError("warm")', 'null');
   // Code without `await` settles the run on one of two paths: a plain value's, an object's.
   const plain = await warmUp('return 1 + 1', 'null');
+  // Code that names Promise or import goes through its rewriting first (deferToolCalls,
+  // hideDynamicImport): compiled now too. It declares nothing: this runner's later runs
+  // are steps, which would keep what they declare on the snapshot's global object.
+  const fanOut = await warmUp(`return (await Promise.all([tools.echo({a: 1}), tools.echo({a: 2})]))
+  .reduce((sum, r) => sum + r.a, 0) + typeof (await import('node:fs')).readFileSync`, 'null');
   const object = await warmUp('return {a: [1]}', 'null');
   if (value.tag !== 'ok' || value.val !== '[3,1,{"b":null}]' || error.val?.tag !== 'exception'
-    || plain.val !== '2' || object.val !== '{"a":[1]}') {
-    throw new Error(`the build's warm-up runs failed: ${JSON.stringify([value, error, plain, object])}`);
+    || plain.val !== '2' || object.val !== '{"a":[1]}' || fanOut.val !== '"3function"') {
+    throw new Error(`the build's warm-up runs failed: ${JSON.stringify([value, error, plain, object, fanOut])}`);
   }
   // And a session's step that keeps names (its tokenizer, the keep line, keepBindings),
   // on a runner whose names go to an object of its own rather than onto the snapshot's
@@ -117,4 +127,4 @@ return a + b`, 'null');
 // Last, after the warm-up runs, whose runner defined the code's globals (tools, the
 // timers, ...) with its stand-ins: this one defines its own, into the snapshot, and a run
 // then finds them in place rather than defining them again (createRunner's `provide`).
-run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers, modules });
+runner.run = createRunner({ host: { call, listTools, startCall, awaitAny }, timers, modules });

@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, deferToolCalls, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, deferToolCalls, deferToolCallsScan, hideDynamicImportScan, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -199,6 +199,14 @@ test('dynamic import() is replaced, strings, comments, regexes and methods are n
   assert.ok(out.includes('// import("y")') && out.includes('"import(z)"') && out.includes('o.import(1)'));
 });
 
+test('dynamic import() between comments and line breaks is replaced too', () => {
+  for (const src of ['await import /* c */ ("x")', 'await import // c\n  ("x")', 'await import\n\t(\n"x")']) {
+    assert.equal(hideDynamicImport(src), src.replace('import', IMPORT_STANDIN), src);
+  }
+  // Without a `(` after it, the word is left, and the text is not scanned at all.
+  for (const src of ['const important = 1', 'import.meta', '"import"']) assert.equal(hideDynamicImport(src), src);
+});
+
 test('console formatting: node-like primitives, JSON-ish objects, format strings', () => {
   assert.equal(format(['a', 1, { x: [1, 's'] }, [undefined], null, -0, 5n]), 'a 1 {"x":[1,"s"]} [undefined] null -0 5n');
   assert.equal(format(['%s=%d %j %%', 'k', 42, { j: 1 }, 'rest']), 'k=42 {"j":1} % rest');
@@ -323,6 +331,29 @@ test('deferToolCalls: a combinator\'s argument goes through DEFER, lines stay, u
   for (const kept of ['Promise.all([await a(), b()])', 'Promise.all(...xs)', 'Promise.all()', 'Promise.all(a, b)',
     'x.Promise.all([a()])', 'Promise.resolve(a())', '"Promise.all([a()])"', 'Promise.all([function* () { yield 1 }])']) {
     assert.equal(d(kept), kept);
+  }
+  // Comments and line breaks between the tokens, as the tokens see them.
+  assert.equal(d('Promise /* c */ . // d\n allSettled\n([a()])'),
+    `Promise /* c */ . // d\n allSettled\n(${DEFER}(() => ([a()])))`);
+});
+
+test('the texts the rewrites skip unscanned are those their scans leave as they are', () => {
+  // Fragments around the words the prechecks look for; every mix of them, scanned and not.
+  const parts = ['Promise', 'import', '.', 'all', 'race', '(', '[a()]', ')', ' ', '\n', '/* x */', '// y\n',
+    '"', '`', '${', '}', '/', 'r', 'allSettled', 'any', '.all', '$', 'x', 'Promise.all(', 'import(', '[t()])', 'race(x))'];
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  for (let n = 0; n < 20000; n++) {
+    let code = '';
+    const len = 1 + Math.floor(next() * 12);
+    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+    const deferred = deferToolCalls(code);
+    if (deferred !== code) assert.ok(/Promise/.test(code), code);
+    const hidden = hideDynamicImport(code);
+    if (hidden !== code) assert.ok(/import/.test(code), code);
+    // The scans themselves, without the prechecks, on the same text.
+    assert.equal(deferred, deferToolCallsScan(code), code);
+    assert.equal(hidden, hideDynamicImportScan(code), code);
   }
 });
 

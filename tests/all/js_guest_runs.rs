@@ -50,3 +50,16 @@ async fn a_run_that_drops_much_more_than_the_memory_cap_finishes() {
         .await;
     assert_eq!(value(&outcome), 40_000_000);
 }
+
+/// The build runs code through the runner before it snapshots the engine (runner.js's
+/// warm-up runs); a later one of those is a session's step, which keeps what it declares
+/// on the global object. None may declare: a fresh run sees only the engine's own
+/// enumerable globals, and `fs` is the sandbox's.
+#[tokio::test]
+async fn a_fresh_run_finds_nothing_the_build_ran() {
+    let outcome = Sandbox::new(javascript(), Tools::new())
+        .run("return [Object.keys(globalThis), require('fs') === globalThis.fs, typeof fs.readFileSync]")
+        .await;
+    let engine = ["self", "queueMicrotask", "structuredClone", "atob", "btoa", "location", "crypto"];
+    assert_eq!(value(&outcome), serde_json::json!([engine, true, "function"]));
+}

@@ -1,7 +1,8 @@
 // wasmbox's binding of the `wasmbox:sandbox/runner.run` export, spliced by patch.mjs into
 // the bindings componentize-js generates (generated.js) in place of its own
 // `export_runner_0_1_2$run`. It runs in the bindings' scope: `$memory`, `$realloc`,
-// `$dealloc`, the UTF-8 coders and `runner012Run` (runner.js's `runner.run`) are theirs.
+// `$dealloc`, the UTF-8 coders, `runner012Run` (runner.js's `runner.run`) and
+// `import_wasmbox_sandbox_tools_0_1_2$call` (tool_call.js) are theirs.
 // A `var`: the embedding finds the export as a property of the bindings' global object.
 //
 // Same contract as the generated function (test_bindings_native.mjs runs both on the
@@ -107,10 +108,18 @@ var export_runner_0_1_2$run = (() => {
   }
 
   return function export_runner_0_1_2$run(codePtr, codeLen, inputPtr, inputLen, returnArea) {
+    // What the tools.call binding allocated in an earlier export call (a session's
+    // earlier step) has been freed since (tool_call.js). Here rather than in runner.js,
+    // whose wrapper was one more frame under every stack the code's promises capture.
+    import_wasmbox_sandbox_tools_0_1_2$call.forgetAllocations();
     const buffer = memory.buffer;
     const code = decoder.decode(new Bytes(buffer, codePtr, codeLen));
     if (codeLen !== 0) dealloc(codePtr, codeLen, 1);
-    const input = decoder.decode(new Bytes(buffer, inputPtr, inputLen));
+    // Most runs have no input, whose text is then `null`: read without a view and a
+    // decoder. The views made before the memory last grew still cover what they did.
+    const input = inputLen === 4 && memory8 !== null && memory8[inputPtr] === 110 && memory8[inputPtr + 1] === 117
+      && memory8[inputPtr + 2] === 108 && memory8[inputPtr + 3] === 108
+      ? 'null' : decoder.decode(new Bytes(buffer, inputPtr, inputLen));
     if (inputLen !== 0) dealloc(inputPtr, inputLen, 1);
     if ((returnArea & 3) !== 0) throw new Error(`the runner.run return area at ${returnArea} is not 4-aligned`);
     area = returnArea;

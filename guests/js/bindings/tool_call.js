@@ -69,8 +69,8 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
   // (ComponentizeJS embedding.cpp: `cabi_realloc` lists them, `post_call` frees the list),
   // the argument block and the names above included. A run makes one export call, but a
   // session calls the same instance again, whose calls would then write arguments into,
-  // and pass names from, freed memory. runner.js calls this at the start of every
-  // export call.
+  // and pass names from, freed memory. The export binding (export_run.js) calls this at
+  // the start of every export call.
   function forgetAllocations() {
     scratch = 0;
     scratchSize = 0;
@@ -167,7 +167,7 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
     return text;
   }
 
-  // Not enumerable, and only runner.js holds the function: guest code never sees it.
+  // Not enumerable, and only the export binding calls it: guest code never sees it.
   Object.defineProperty(import_wasmbox_sandbox_tools_0_1_2$call, 'forgetAllocations', { value: forgetAllocations });
   return import_wasmbox_sandbox_tools_0_1_2$call;
 })();
