@@ -84,6 +84,9 @@ struct Queue {
     /// Finished runs' Stores to drop.
     retired: Vec<Retired>,
     stop: bool,
+    /// The thread waits on `wake`: only then does new work need a notification, a
+    /// system call on the request path (the thread looks at the queue before it waits).
+    waiting: bool,
 }
 
 /// A finished run's Store and the spare slot it holds until it is dropped (the fields
@@ -180,8 +183,7 @@ impl Preparer {
         }
         let Some(slot) = self.shared.spare.take() else { return };
         queue.retired.push(Retired { _store: store, _slot: slot });
-        drop(queue);
-        self.shared.wake.notify_one();
+        self.shared.notify(queue);
     }
 
     fn request_refill(&self, set: &Arc<PreparedSet>) {
@@ -192,8 +194,9 @@ impl Preparer {
             set.queued.store(false, Ordering::Release);
             return;
         }
-        self.shared.lock().refill.push_back(Arc::downgrade(set));
-        self.shared.wake.notify_one();
+        let mut queue = self.shared.lock();
+        queue.refill.push_back(Arc::downgrade(set));
+        self.shared.notify(queue);
     }
 }
 
@@ -214,6 +217,15 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // Nothing panics while holding the lock; a poisoned queue is still consistent.
         self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Releases `queue`, into which work was just put, and wakes the thread if it waits.
+    fn notify(&self, queue: MutexGuard<'_, Queue>) {
+        let waiting = queue.waiting;
+        drop(queue);
+        if waiting {
+            self.wake.notify_one();
+        }
     }
 }
 
@@ -247,7 +259,9 @@ fn background(shared: &Arc<Shared>) {
                     queue.refill.clear();
                     return;
                 }
+                queue.waiting = true;
                 queue = shared.wake.wait(queue).unwrap_or_else(|poisoned| poisoned.into_inner());
+                queue.waiting = false;
             }
         };
         match work {
