@@ -6,7 +6,7 @@
 //! xtask guests`). Every step of a bench runs on the same session, as a REPL's commands
 //! do; the session's idle timeout and lifetime are set high enough that criterion's
 //! measurement never ends it. `session_w1` and `session_w2` repeat the same text every
-//! step, which a guest may compile once (the Python guest does); the `_new_text`
+//! step, which a guest may compile once (both built-in guests do); the `_new_text`
 //! variants start each step with a comment of its own, so every step is new code, as an
 //! agent's usually are.
 

@@ -664,6 +664,10 @@ function errorMessage(e) {
 // it is right whatever path the build used.
 const AsyncFunction = (async function () {}).constructor;
 const HEADER_LINES = 2;
+// The steps whose compiled function a session keeps for a step with the same text, and
+// the longest text kept: the guest's memory cap bounds the rest.
+const MAX_REUSED_STEPS = 32;
+const MAX_REUSED_CHARS = 64 * 1024;
 // The header lines of the function being run: one more in a session's step (KEEP_PARAM).
 let headerLines = HEADER_LINES;
 function compile(Ctor, code, param) { return param === undefined ? new Ctor(code) : new Ctor(param, code); }
@@ -1564,6 +1568,8 @@ const TIMER_NAMES = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval
  */
 export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS, modules = {} }) {
   let current = null; // the state of the run in progress
+  // A session's steps compiled, by their text, oldest first (see run).
+  const compiledSteps = new Map();
   let calls = 0; // after the first, every call is a session's step ("session steps")
   // The driver's zero-delay tick: one of the engine's timers, which then calls `onTick`,
   // the driver of the run in progress (null between runs). One for the runner, not one
@@ -1783,33 +1789,46 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
       let fn;
       let sync = false;
       headerLines = HEADER_LINES;
-      try {
-        // Both return code without these words as it is: a test here saves two calls.
-        const source = namesPromise || code.includes('import')
-          ? deferToolCalls(hideDynamicImport(code)) : code;
-        const step = ++calls > 1;
-        // Code without these words declares nothing to keep, and the tokenizer is then most
-        // of a step's cost.
-        const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
-        const names = tokens ? topLevelNames(source, tokens) : [];
-        // Without the word `await` the body parses the same as a plain function's, which
-        // costs less to compile and to call, and whose value needs no promise (below).
-        // (`\u` too: `aw\u0061it` is an error in an async body, a name in a plain one.)
-        sync = !source.includes('await') && !source.includes('\\u');
-        const Ctor = sync ? Function : AsyncFunction;
-        if (names.length) {
-          try {
-            // On the keep line, so the code's own lines keep their numbers.
-            const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
-            fn = compile(Ctor, prologue + keepLine(names) + source, KEEP_PARAM);
-            headerLines = HEADER_LINES + 1;
-          } catch {
-            // the code's own error, with its own line numbers, comes from compiling it as it is
+      const step = ++calls > 1;
+      // A step whose text an earlier step had runs the function compiled then: its
+      // rewriting, tokens and names depend on the text alone.
+      const reused = step ? compiledSteps.get(code) : undefined;
+      if (reused !== undefined) {
+        fn = reused.fn;
+        sync = reused.sync;
+        headerLines = reused.headerLines;
+      } else {
+        try {
+          // Both return code without these words as it is: a test here saves two calls.
+          const source = namesPromise || code.includes('import')
+            ? deferToolCalls(hideDynamicImport(code)) : code;
+          // Code without these words declares nothing to keep, and the tokenizer is then
+          // most of a step's cost.
+          const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
+          const names = tokens ? topLevelNames(source, tokens) : [];
+          // Without the word `await` the body parses the same as a plain function's, which
+          // costs less to compile and to call, and whose value needs no promise (below).
+          // (`\u` too: `aw\u0061it` is an error in an async body, a name in a plain one.)
+          sync = !source.includes('await') && !source.includes('\\u');
+          const Ctor = sync ? Function : AsyncFunction;
+          if (names.length) {
+            try {
+              // On the keep line, so the code's own lines keep their numbers.
+              const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
+              fn = compile(Ctor, prologue + keepLine(names) + source, KEEP_PARAM);
+              headerLines = HEADER_LINES + 1;
+            } catch {
+              // the code's own error, with its own line numbers, comes from compiling it as it is
+            }
           }
+          if (!fn) fn = compile(Ctor, source);
+        } catch (e) {
+          return promiseResolve(settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e))));
         }
-        if (!fn) fn = compile(Ctor, source);
-      } catch (e) {
-        return promiseResolve(settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e))));
+        if (step && code.length <= MAX_REUSED_CHARS) {
+          if (compiledSteps.size >= MAX_REUSED_STEPS) compiledSteps.delete(compiledSteps.keys().next().value);
+          compiledSteps.set(code, { fn, sync, headerLines });
+        }
       }
       const keep = (bindings) => {
         state.kept = bindings;

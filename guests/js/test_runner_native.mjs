@@ -497,6 +497,28 @@ test('sessions: declarations persist across steps, sharing one binding', async (
   for (const name of ['count', 'base', 'inc', 'Box', 'z']) delete globalThis[name];
 });
 
+test('sessions: a step with an earlier step\'s text runs as that one did', async () => {
+  const step = newRunner();
+  await step('', 'null');
+  const declaring = 'let kept = 1; kept += 1; return kept';
+  for (let i = 0; i < 3; i++) assert.deepEqual(await step(declaring, 'null'), ok('2'));
+  assert.deepEqual(await step('return kept', 'null'), ok('2'), 'each time it keeps its names');
+  const reads = 'return typeof later';
+  assert.deepEqual(await step(reads, 'null'), ok('"undefined"'));
+  await step('const later = 5', 'null');
+  assert.deepEqual(await step(reads, 'null'), ok('"number"'), 'names resolve when it runs');
+  const awaiting = 'return await tools.add({a: 1, b: 2})';
+  for (let i = 0; i < 2; i++) assert.deepEqual(await step(awaiting, 'null'), ok('3'));
+  const strict = "'use strict'; let s = 1; undeclared = s";
+  for (let i = 0; i < 2; i++) assert.equal((await step(strict, 'null')).val.val.kind, 'ReferenceError');
+  for (let i = 0; i < 2; i++) assert.equal((await step('let = ;', 'null')).val.tag, 'syntax');
+  // More distinct texts than it keeps, then the first again: compiled again.
+  for (let i = 0; i < 40; i++) assert.deepEqual(await step(`return ${i}`, 'null'), ok(String(i)));
+  assert.deepEqual(await step(declaring, 'null'), ok('2'));
+  assert.deepEqual(await step('return 0', 'null'), ok('0'));
+  for (const name of ['kept', 'later', 's']) delete globalThis[name];
+});
+
 test('sessions: a step leaves at most one of the engine\'s timers pending', async () => {
   // StarlingMonkey keeps a pending timer, and all its callback reaches, until an
   // event-loop turn runs it; a step whose promise settles in its microtasks takes no such
