@@ -1709,8 +1709,8 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
    */
   function drive(state, result, lower) {
     let resolve;
-    const concluded = new Promise((settle) => {
-      resolve = settle;
+    const concluded = new Promise((resolveConcluded) => {
+      resolve = resolveConcluded;
     });
     const finish = (outcome) => {
       if (state.closed) return;
