@@ -1030,8 +1030,14 @@ function punctuatorLength(code, i, c) {
  * `}`, where it starts). A template's `${` and the `}` that closes it are tokens of their
  * own (`${`, `}\``), so brackets balance. Good enough to find declarations, not a parser:
  * what it gets wrong only loses a declaration across steps.
+ *
+ * With `collapse`, a group (`(`, `[`, `{` or `${` to its closer) that opens at the top level
+ * gives only its opener and closer, unless it follows `let`, `const`, `var` or `,` (a
+ * destructuring pattern may start there): topLevelNames reads nothing else inside one,
+ * and in the guest's interpreter a token costs several times its characters' reading
+ * (docs/performance.md, "A JS step of one declaration").
  */
-export function tokenize(code) {
+export function tokenize(code, collapse = false) {
   const tokens = [];
   const n = code.length;
   const braces = []; // '{' for a block or object, '`' for a template's ${ }
@@ -1039,23 +1045,46 @@ export function tokenize(code) {
   let nl = false;
   let inTemplate = false; // i is inside a template's text, which starts at `start`
   let start = 0;
+  // Openers less closers of the tokens kept, as topLevelNames counts them; and, inside a
+  // collapsed group, its own depth (0 outside one: tokens are kept).
+  let depth = 0;
+  let hidden = 0;
+  // The last token, kept or not: its kind ('' before the first), where it starts and
+  // ends, and whether it is `)`, `]` or `}\``: a `/` after it divides.
+  let prevK = '';
+  let prevStart = 0;
+  let prevEnd = 0;
+  let prevCloses = false;
   while (i < n || inTemplate) {
     if (inTemplate) {
       inTemplate = false;
       for (;;) {
-        if (i >= n) { tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i }); nl = false; break; }
+        if (i >= n) {
+          if (hidden === 0) tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
+          prevK = 'tmpl';
+          nl = false;
+          break;
+        }
         const c = code.charCodeAt(i);
         if (c === 92) i += 2; // backslash
         else if (c === 96) { // `
           i++;
-          tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
+          if (hidden === 0) tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
+          prevK = 'tmpl';
           nl = false;
           break;
         } else if (c === 36 && code.charCodeAt(i + 1) === 123) { // ${
-          tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
+          if (hidden === 0) tokens.push({ k: 'tmpl', v: code.slice(start, i), nl, end: i });
           i += 2;
           braces.push('`');
-          tokens.push({ k: 'p', v: '${', nl: false, end: i });
+          if (hidden !== 0) hidden++;
+          else {
+            tokens.push({ k: 'p', v: '${', nl: false, end: i });
+            if (collapse && depth === 0) hidden = 1; // a template's text is no pattern
+            else depth++;
+          }
+          prevK = 'p';
+          prevCloses = false;
           nl = false;
           break;
         } else i++;
@@ -1080,12 +1109,12 @@ export function tokenize(code) {
         i = stop;
         continue;
       }
-      const prev = tokens.length === 0 ? undefined : tokens[tokens.length - 1];
-      const regexAllowed = prev === undefined
-        || (prev.k === 'name' ? REGEX_AFTER_WORD.has(prev.v) : prev.k === 'p' && prev.v !== ')' && prev.v !== ']' && prev.v !== '}`');
+      const regexAllowed = prevK === ''
+        || (prevK === 'name' ? REGEX_AFTER_WORD.has(code.slice(prevStart, prevEnd)) : prevK === 'p' && !prevCloses);
       if (regexAllowed) {
         i = regexEnd(code, i + 1);
-        tokens.push({ k: 'regex', v: code.slice(start, i), nl, end: i });
+        if (hidden === 0) tokens.push({ k: 'regex', v: code.slice(start, i), nl, end: i });
+        prevK = 'regex';
         nl = false;
         continue;
       }
@@ -1106,7 +1135,12 @@ export function tokenize(code) {
       continue;
     } else if (c === 125 && braces.length !== 0 && braces[braces.length - 1] === '`') { // } of ${ }
       braces.pop();
-      tokens.push({ k: 'p', v: '}`', nl, end: i });
+      if (hidden === 0) {
+        tokens.push({ k: 'p', v: '}`', nl, end: i });
+        depth--;
+      } else if (--hidden === 0) tokens.push({ k: 'p', v: '}`', nl, end: i });
+      prevK = 'p';
+      prevCloses = true;
       nl = false;
       i++;
       start = i;
@@ -1131,15 +1165,35 @@ export function tokenize(code) {
       k = 'num';
     } else {
       const length = punctuatorLength(code, i, c);
-      const p = length === 1 ? code[i] : code.slice(i, i + length);
-      if (c === 123) braces.push('{');
-      else if (c === 125) braces.pop();
       i += length;
-      tokens.push({ k: 'p', v: p, nl, end: i });
+      prevK = 'p';
+      prevCloses = c === 41 || c === 93; // ) ]
+      if (c === 40 || c === 91 || c === 123) { // ( [ {
+        if (c === 123) braces.push('{');
+        if (hidden !== 0) hidden++;
+        else {
+          const last = tokens.length === 0 ? undefined : tokens[tokens.length - 1];
+          tokens.push({ k: 'p', v: code[start], nl, end: i });
+          if (collapse && depth === 0 && !(last !== undefined && (last.k === 'name'
+            ? last.v === 'let' || last.v === 'const' || last.v === 'var' : last.v === ','))) hidden = 1;
+          else depth++;
+        }
+      } else if (c === 41 || c === 93 || c === 125) { // ) ] }
+        if (c === 125) braces.pop();
+        if (hidden === 0) {
+          tokens.push({ k: 'p', v: code[start], nl, end: i });
+          depth--;
+        } else if (--hidden === 0) tokens.push({ k: 'p', v: code[start], nl, end: i });
+      } else if (hidden === 0) {
+        tokens.push({ k: 'p', v: length === 1 ? code[start] : code.slice(start, i), nl, end: i });
+      }
       nl = false;
       continue;
     }
-    tokens.push({ k, v: code.slice(start, i), nl, end: i });
+    if (hidden === 0) tokens.push({ k, v: code.slice(start, i), nl, end: i });
+    prevK = k;
+    prevStart = start;
+    prevEnd = i;
     nl = false;
   }
   return tokens;
@@ -1155,7 +1209,7 @@ function endsValue(t) {
  * The names the top level of `code` (a function body) declares with `let`, `const`, `var`,
  * `function` or `class`, destructuring patterns included, in order and without repeats.
  */
-export function topLevelNames(code, t = tokenize(code)) {
+export function topLevelNames(code, t = tokenize(code, true)) {
   const names = [];
   const add = (tok) => {
     if (tok && tok.k === 'name' && !tok.v.includes('\\') && !names.includes(tok.v)) names.push(tok.v);
@@ -1254,6 +1308,47 @@ export function topLevelNames(code, t = tokenize(code)) {
   return names;
 }
 
+// A step of one statement that declares one name, `let x = f(a, {b: 1})`, `const s = 'x'`,
+// `function f(n) { ... }` or `class K { ... }`, the commonest kind, is recognised by one
+// regular expression, which the engine runs natively, at a small part of what tokenizing
+// costs in its interpreter (docs/performance.md, "A JS step of one declaration"). It
+// takes only what topLevelNames reads the same way: no top-level `,`, `;` (but a last one)
+// or line break after the initializer's start, no comment, no regex literal, no string
+// with an escape, no template with a substitution, no `\`, groups nested at most
+// SIMPLE_DEPTH deep, and a `/` only after a name, number, `)` or `]` (a division, as the
+// tokenizer reads it). Anything else goes to the tokenizer.
+const SIMPLE_DEPTH = 6;
+const SIMPLE_STEP = (() => {
+  const space = '[^\\S\\n\\r\\u2028\\u2029]';
+  const name = '([A-Za-z_$][\\w$]*)';
+  const regexWord = `(?<![\\w$])(?:${[...REGEX_AFTER_WORD].join('|')})`;
+  const division = `(?<=(?:[)\\]]|[\\w$](?<!${regexWord}))${space}*)\\/(?![/*])`;
+  const strings = "'[^'\\\\\\n\\r]*'|\"[^\"\\\\\\n\\r]*\"|`[^`\\\\$]*`";
+  let group = '';
+  for (let level = SIMPLE_DEPTH; level >= 1; level--) {
+    group = `[(\\[{](?:[^()[\\]{}'"\`\\\\/]|${strings}|${division}${group ? `|${group}` : ''})*[)\\]}]`;
+  }
+  const initializer = `(?:[^()[\\]{}'"\`\\\\/,;\\n\\r\\u2028\\u2029]|${strings}|${division}|${group})*`;
+  return new RegExp('^\\s*(?:'
+    + `(?:let|const|var)\\s+${name}\\s*(?:=${initializer})?`
+    + `|(?:async${space}+)?function\\s*(?:\\*\\s*)?${name}\\s*${group}\\s*${group}`
+    + `|class\\s+${name}(?:\\s+extends\\s+[A-Za-z_$][\\w$.]*)?\\s*${group}`
+    + ')\\s*;?\\s*$');
+})();
+
+/**
+ * The one name a step of one simple declaration declares (see SIMPLE_STEP), as
+ * topLevelNames finds it; null when the step is not one of those.
+ */
+export function simpleStepNames(code) {
+  const m = SIMPLE_STEP.exec(code);
+  if (m === null) return null;
+  const name = m[1] ?? m[2] ?? m[3];
+  // `let in ...`, `class extends ...`: topLevelNames' own exceptions
+  if (CONTINUES.has(name) || name === 'extends') return null;
+  return [name];
+}
+
 /**
  * Whether the directive prologue of a function body whose tokens are `t` holds `'use
  * strict'`: the string literal statements it starts with, each ended by `;`, the end, or a
@@ -1278,9 +1373,14 @@ export function hasUseStrict(t) {
 
 /** The line a step starts with: hands its top-level bindings' accessors to KEEP_PARAM. */
 export function keepLine(names) {
-  const setter = '\u026Av';
-  const items = names.map((name) => `[${stringify(name)},()=>${name},(${setter})=>{${name}=${setter}}]`);
-  return `${KEEP_PARAM}([${items.join(',')}]);\n`;
+  // A name is an identifier, with no `"` or `\\` to escape. A loop of concatenations:
+  // a callback per name and a join cost the guest's interpreter more.
+  let line = `${KEEP_PARAM}([`;
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    line += `${i === 0 ? '' : ','}["${name}",()=>${name},(\u026Av)=>{${name}=\u026Av}]`;
+  }
+  return `${line}]);\n`;
 }
 
 /** Makes each binding that was initialised an accessor of `global`. */
@@ -1804,8 +1904,12 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
             ? deferToolCalls(hideDynamicImport(code)) : code;
           // Code without these words declares nothing to keep, and the tokenizer is then
           // most of a step's cost.
-          const tokens = step && DECLARING_WORDS.test(source) ? tokenize(source) : null;
-          const names = tokens ? topLevelNames(source, tokens) : [];
+          let tokens = null;
+          let names = step && DECLARING_WORDS.test(source) ? simpleStepNames(source) : [];
+          if (names === null) {
+            tokens = tokenize(source, true);
+            names = topLevelNames(source, tokens);
+          }
           // Without the word `await` the body parses the same as a plain function's, which
           // costs less to compile and to call, and whose value needs no promise (below).
           // (`\u` too: `aw\u0061it` is an error in an async body, a name in a plain one.)
@@ -1814,7 +1918,8 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
           if (names.length) {
             try {
               // On the keep line, so the code's own lines keep their numbers.
-              const prologue = hasUseStrict(tokens) ? "'use strict';" : '';
+              // (a simple step starts with its declaration: no directive)
+              const prologue = tokens !== null && hasUseStrict(tokens) ? "'use strict';" : '';
               fn = compile(Ctor, prologue + keepLine(names) + source, KEEP_PARAM);
               headerLines = HEADER_LINES + 1;
             } catch {

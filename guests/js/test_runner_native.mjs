@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, deferToolCalls, deferToolCallsScan, hideDynamicImportScan, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, simpleStepNames, deferToolCalls, deferToolCallsScan, hideDynamicImportScan, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -431,6 +431,75 @@ test('sessions: top-level declarations and their names', () => {
   assert.deepEqual(names('let a = b\nc()\nlet d = 1'), ['a', 'd']);
   assert.deepEqual(names('let a = b\n  .map(f)\n  in c'), ['a']);
   assert.deepEqual(names('const o = {a: 1, b: {c: 2}}, p = 3; label: for (;;) break label'), ['o', 'p']);
+});
+
+test('sessions: collapsed groups leave the names and the directive as all the tokens find them', () => {
+  const collapsed = (code) => tokenize(code, true).map((t) => `${t.k}:${t.v}${t.nl ? ':nl' : ''}@${t.end}`);
+  // A top-level group keeps its opener and closer; one after let, const, var or `,`
+  // (a pattern may start there) keeps what is inside, nested groups included.
+  assert.deepEqual(collapsed('f(a, [b])\nlet {c: [d]} = g({h}), [i] = `j${k}`'), [
+    'name:f@1', 'p:(@2', 'p:)@9', 'name:let:nl@13', 'p:{@15', 'name:c@16', 'p::@17', 'p:[@19', 'name:d@20',
+    'p:]@21', 'p:}@22', 'p:=@24', 'name:g@26', 'p:(@27', 'p:)@31', 'p:,@32', 'p:[@34', 'name:i@35', 'p:]@36',
+    'p:=@38', 'tmpl:`j@41', 'p:${@43', 'p:}`@44', 'tmpl:`@46']);
+  // A stray closer takes the top level below zero, where no group is collapsed: what
+  // is inside is back at the top level for topLevelNames.
+  assert.deepEqual(collapsed(') (a) (b)'), ['p:)@1', 'p:(@3', 'name:a@4', 'p:)@5', 'p:(@7', 'name:b@8', 'p:)@9']);
+  // A `/` inside a collapsed group is a regex or a division by the token before it, kept or not.
+  assert.deepEqual(collapsed('f(a / b, / )/) / 2; let x'), ['name:f@1', 'p:(@2', 'p:)@14', 'p:/@16', 'num:2@18',
+    'p:;@19', 'name:let@23', 'name:x@25']);
+  // Every mix of these fragments: the names and the directive equal those of all the tokens.
+  const parts = ['let ', 'const ', 'var ', 'function ', 'async ', 'class ', 'x', 'y = ', '=', ',', ';', '\n', ' ',
+    '(', ')', '[', ']', '{', '}', '${', '`', '"', "'", '/', '/re/', '// c\n', '/* c */', 'return ', '...', ':',
+    "'use strict'", 'a.b', '1', 'extends ', '*', '=>', 'in ', 'of ', '}`'];
+  let seed = 11;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  for (let n = 0; n < 30000; n++) {
+    let code = '';
+    const len = 1 + Math.floor(next() * 16);
+    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+    const all = tokenize(code);
+    const some = tokenize(code, true);
+    assert.deepEqual(topLevelNames(code, some), topLevelNames(code, all), code);
+    assert.equal(hasUseStrict(some), hasUseStrict(all), code);
+    assert.ok(some.length <= all.length, code);
+  }
+});
+
+test('sessions: a step of one simple declaration is named as topLevelNames names it', () => {
+  for (const [code, names] of [['let x = 10', ['x']], ['const s = "a, b; c" ;\n', ['s']],
+    ['let items = Array.from({length: x}, (_, i) => square(i))', ['items']], ['var q = a / b', ['q']],
+    ['function f(n) {\n  let m = n / 2; return [m, `t`]\n}', ['f']], ['async function* g() {}', ['g']],
+    ['class K extends A.B { m() { return 1 } }', ['K']], ['let z = await tools.add({a: 1, b: y})', ['z']]]) {
+    assert.deepEqual(simpleStepNames(code), names, code);
+    assert.deepEqual(topLevelNames(code, tokenize(code)), names, code);
+  }
+  // What the expression leaves to the tokenizer.
+  for (const code of ['let a = 1, b = 2', 'let x = 1\nlet y = 2', 'let {a} = o', 'let in = 1', 'class extends {}',
+    'let r = typeof / 2', 'let r = x.return / 2', 'let c = 1 // note', 'let s = "\\""', 'let t = `${a}`',
+    'let d = ((((((((1))))))))', 'x = 1; let y', 'let y = }', 'async\nfunction f() {}', 'let é = 1']) {
+    assert.equal(simpleStepNames(code), null, code);
+  }
+  // Every mix of these after a declaring head: the expression's names, when it takes the
+  // text, are all the tokens' names.
+  const heads = ['let ', 'const ', 'var ', 'function ', 'async function ', 'function* ', 'class ', ' let\n',
+    'let x = ', 'const y = ', 'var z', 'function f(', 'function g() {', 'async function h(a) ', 'class K {',
+    'class K extends B ', 'let in = '];
+  const parts = ['x', 'y', ' ', '=', ' = ', ',', ';', '\n', '(', ')', '[', ']', '{', '}', '"a"', "'b'", '`c`',
+    '"(', "')", '/', ' / ', '/re/', '// c', '/* c */', 'return', ' typeof ', '1', '.', 'extends ', 'in', '=>',
+    'let ', 'async', '*', '\\', '${', ':', '?'];
+  let seed = 5;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  let taken = 0;
+  for (let n = 0; n < 100000; n++) {
+    let code = heads[Math.floor(next() * heads.length)];
+    const len = Math.floor(next() * 10);
+    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+    const simple = simpleStepNames(code);
+    if (simple === null) continue;
+    taken++;
+    assert.deepEqual(simple, topLevelNames(code, tokenize(code)), code);
+  }
+  assert.ok(taken > 4000, `the expression took ${taken} texts`);
 });
 
 test('sessions: the tokenizer\'s tokens, line breaks and ends', () => {

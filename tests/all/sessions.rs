@@ -70,6 +70,27 @@ async fn javascript_top_level_declarations_persist() {
     assert_eq!(value(&session.run("return base").await), json!(1));
 }
 
+/// Steps of one declaration each, the kind a regular expression names without the
+/// tokenizer (guests/js/core.js, `simpleStepNames`), keep their names as the others do.
+#[tokio::test]
+async fn javascript_one_declaration_steps_persist() {
+    let session = open(javascript(), Limits::default()).await;
+    for step in [
+        "let a = Array.from({length: 3}, (_, i) => i * 2)",
+        "const s = 'x, y; z';",
+        "function half(n) {\n  return n / 2\n}",
+        "class K extends Array { first() { return this[0] } }",
+        "var v = a.length / 3",
+        "async function g() { return await tools.add({a: 1, b: 2}) }",
+    ] {
+        assert_eq!(value(&session.run(step).await), Value::Null, "{step}");
+    }
+    let uses = "return [a, s, half(8), K.from([5]).first(), v, await g()]";
+    assert_eq!(value(&session.run(uses).await), json!([[0, 2, 4], "x, y; z", 4, 5, 1, 3]));
+    let outcome = session.run("s = 1").await;
+    assert_eq!(outcome.status, Status::Error, "a const stays constant: {}", show(&outcome));
+}
+
 /// A step's directive prologue applies to that step, as a run's does to the run, also in a
 /// step that declares names (which the session starts with a line of its own), and the
 /// next step is sloppy again.
