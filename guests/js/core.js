@@ -1049,6 +1049,10 @@ export function tokenize(code, collapse = false) {
   // collapsed group, its own depth (0 outside one: tokens are kept).
   let depth = 0;
   let hidden = 0;
+  // The openers of the groups kept, innermost last, while collapsing: a closer of another
+  // kind (`[` closed by `}`) ends the collapsing, as topLevelNames' pattern reading then
+  // goes on past where the counting ends the group.
+  const kept = [];
   // The last token, kept or not: its kind ('' before the first), where it starts and
   // ends, and whether it is `)`, `]` or `}\``: a `/` after it divides.
   let prevK = '';
@@ -1081,7 +1085,10 @@ export function tokenize(code, collapse = false) {
           else {
             tokens.push({ k: 'p', v: '${', nl: false, end: i });
             if (collapse && depth === 0) hidden = 1; // a template's text is no pattern
-            else depth++;
+            else {
+              depth++;
+              if (collapse) kept.push(36);
+            }
           }
           prevK = 'p';
           prevCloses = false;
@@ -1138,6 +1145,7 @@ export function tokenize(code, collapse = false) {
       if (hidden === 0) {
         tokens.push({ k: 'p', v: '}`', nl, end: i });
         depth--;
+        if (collapse && kept.length !== 0 && kept.pop() !== 36) collapse = false;
       } else if (--hidden === 0) tokens.push({ k: 'p', v: '}`', nl, end: i });
       prevK = 'p';
       prevCloses = true;
@@ -1176,13 +1184,18 @@ export function tokenize(code, collapse = false) {
           tokens.push({ k: 'p', v: code[start], nl, end: i });
           if (collapse && depth === 0 && !(last !== undefined && (last.k === 'name'
             ? last.v === 'let' || last.v === 'const' || last.v === 'var' : last.v === ','))) hidden = 1;
-          else depth++;
+          else {
+            depth++;
+            if (collapse) kept.push(c);
+          }
         }
       } else if (c === 41 || c === 93 || c === 125) { // ) ] }
         if (c === 125) braces.pop();
         if (hidden === 0) {
           tokens.push({ k: 'p', v: code[start], nl, end: i });
           depth--;
+          // ( is 40 and ), 41; [ and ], 91 and 93; { and }, 123 and 125
+          if (collapse && kept.length !== 0 && kept.pop() !== (c === 41 ? 40 : c - 2)) collapse = false;
         } else if (--hidden === 0) tokens.push({ k: 'p', v: code[start], nl, end: i });
       } else if (hidden === 0) {
         tokens.push({ k: 'p', v: length === 1 ? code[start] : code.slice(start, i), nl, end: i });

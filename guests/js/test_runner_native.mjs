@@ -337,16 +337,25 @@ test('deferToolCalls: a combinator\'s argument goes through DEFER, lines stay, u
     `Promise /* c */ . // d\n allSettled\n(${DEFER}(() => ([a()])))`);
 });
 
+/**
+ * `count` texts of random pieces, the same in every run (a fixed seed): each one of
+ * `heads`, then `least` to `most` of `parts`.
+ */
+function* randomTexts({ seed, count, parts, heads = [''], least = 1, most }) {
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  for (let n = 0; n < count; n++) {
+    let code = heads[Math.floor(next() * heads.length)];
+    const len = least + Math.floor(next() * (most - least + 1));
+    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+    yield code;
+  }
+}
+
 test('the texts the rewrites skip unscanned are those their scans leave as they are', () => {
   // Fragments around the words the prechecks look for; every mix of them, scanned and not.
   const parts = ['Promise', 'import', '.', 'all', 'race', '(', '[a()]', ')', ' ', '\n', '/* x */', '// y\n',
     '"', '`', '${', '}', '/', 'r', 'allSettled', 'any', '.all', '$', 'x', 'Promise.all(', 'import(', '[t()])', 'race(x))'];
-  let seed = 7;
-  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
-  for (let n = 0; n < 20000; n++) {
-    let code = '';
-    const len = 1 + Math.floor(next() * 12);
-    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+  for (const code of randomTexts({ seed: 7, count: 20000, parts, most: 12 })) {
     const deferred = deferToolCalls(code);
     if (deferred !== code) assert.ok(/Promise/.test(code), code);
     const hidden = hideDynamicImport(code);
@@ -451,12 +460,7 @@ test('sessions: collapsed groups leave the names and the directive as all the to
   const parts = ['let ', 'const ', 'var ', 'function ', 'async ', 'class ', 'x', 'y = ', '=', ',', ';', '\n', ' ',
     '(', ')', '[', ']', '{', '}', '${', '`', '"', "'", '/', '/re/', '// c\n', '/* c */', 'return ', '...', ':',
     "'use strict'", 'a.b', '1', 'extends ', '*', '=>', 'in ', 'of ', '}`'];
-  let seed = 11;
-  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
-  for (let n = 0; n < 30000; n++) {
-    let code = '';
-    const len = 1 + Math.floor(next() * 16);
-    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+  for (const code of randomTexts({ seed: 11, count: 30000, parts, most: 16 })) {
     const all = tokenize(code);
     const some = tokenize(code, true);
     assert.deepEqual(topLevelNames(code, some), topLevelNames(code, all), code);
@@ -487,13 +491,8 @@ test('sessions: a step of one simple declaration is named as topLevelNames names
   const parts = ['x', 'y', ' ', '=', ' = ', ',', ';', '\n', '(', ')', '[', ']', '{', '}', '"a"', "'b'", '`c`',
     '"(', "')", '/', ' / ', '/re/', '// c', '/* c */', 'return', ' typeof ', '1', '.', 'extends ', 'in', '=>',
     'let ', 'async', '*', '\\', '${', ':', '?'];
-  let seed = 5;
-  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
   let taken = 0;
-  for (let n = 0; n < 100000; n++) {
-    let code = heads[Math.floor(next() * heads.length)];
-    const len = Math.floor(next() * 10);
-    for (let i = 0; i < len; i++) code += parts[Math.floor(next() * parts.length)];
+  for (const code of randomTexts({ seed: 5, count: 100000, parts, heads, least: 0, most: 9 })) {
     const simple = simpleStepNames(code);
     if (simple === null) continue;
     taken++;
