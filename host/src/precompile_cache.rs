@@ -11,7 +11,8 @@
 //! - [`PrecompileCache::open`] creates a missing directory `0700` and, on Unix, refuses
 //!   one that is a symbolic link, owned by another user or writable by group or others.
 //!   The default ([`default_dir`]) never falls back to a shared temporary directory.
-//! - Each artifact ends with a seal written with it: a SHA-256 over its key and code.
+//! - Each artifact ends with a seal written with it: an XXH3-128 checksum over its key
+//!   and code.
 //!   [`PrecompileCache::load`] opens the file once, checks owner and mode on that open
 //!   handle, hashes the code through it, and has wasmtime map that same open file (not
 //!   the name again). A tampered, truncated or foreign artifact is compiled again,
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::error::Error;
 
@@ -39,14 +41,16 @@ const KEY_BYTES: usize = 20;
 /// unsealed `.cwasm` files of older versions, which are never read.
 const ARTIFACT_EXTENSION: &str = "artifact";
 /// Names the seal format; a file that does not end with it and a seal is not an artifact.
-const SEAL_MAGIC: &[u8; 16] = b"wasmbox-sealed1\n";
-/// Magic plus SHA-256 digest.
-const SEAL_BYTES: usize = SEAL_MAGIC.len() + 32;
+/// (`sealed1` was SHA-256: those artifacts are compiled again.)
+const SEAL_MAGIC: &[u8; 16] = b"wasmbox-sealed2\n";
+/// Magic plus the XXH3-128 checksum.
+const SEAL_BYTES: usize = SEAL_MAGIC.len() + 16;
 /// The code is hashed in pieces of this size, each on whichever core is free, and the
 /// seal is the hash of the pieces' hashes: checking a guest of tens of megabytes at
 /// every start takes a fraction of the time on several cores.
 const SEAL_PIECE_BYTES: usize = 4 << 20;
-/// How much of a piece one read brings in.
+/// How much of a piece one read brings in (where the file is read, not mapped).
+#[cfg(not(unix))]
 const SEAL_READ_BYTES: usize = 256 << 10;
 /// Threads hashing one artifact at most.
 const MAX_SEAL_THREADS: usize = 8;
@@ -93,32 +97,64 @@ impl ArtifactKey {
     }
 
     /// The seal of `code` stored under this key.
-    fn seal(&self, code: &[u8]) -> [u8; 32] {
-        let pieces = code.chunks(SEAL_PIECE_BYTES).map(|piece| Sha256::digest(piece).into());
+    fn seal(&self, code: &[u8]) -> [u8; 16] {
+        let pieces = code.chunks(SEAL_PIECE_BYTES).map(|piece| xxhash_rust::xxh3::xxh3_128(piece).to_le_bytes());
         self.seal_of_pieces(code.len() as u64, pieces)
     }
 
     /// The seal of code of `len` bytes whose pieces hash to `pieces`. The key is
     /// hashed in, so a valid artifact of another component, copied to this name, fails.
-    fn seal_of_pieces(&self, len: u64, pieces: impl IntoIterator<Item = [u8; 32]>) -> [u8; 32] {
-        let mut digest = Sha256::new();
+    fn seal_of_pieces(&self, len: u64, pieces: impl IntoIterator<Item = [u8; 16]>) -> [u8; 16] {
+        let mut digest = Xxh3::new();
         digest.update(SEAL_MAGIC);
         digest.update(self.0.as_bytes());
-        digest.update(len.to_le_bytes());
+        digest.update(&len.to_le_bytes());
         for piece in pieces {
-            digest.update(piece);
+            digest.update(&piece);
         }
-        digest.finalize().into()
+        digest.digest128().to_le_bytes()
+    }
+
+    /// The seal of the first `len` bytes of `file`. Unix hashes the file's pages where
+    /// they lie, mapped read-only: reading the artifact into memory first cost more than
+    /// hashing it (docs/performance.md, "Precompile cache: the sealed load").
+    #[cfg(unix)]
+    fn seal_file(&self, file: &File, len: u64) -> io::Result<[u8; 16]> {
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the artifact is too large"))?;
+        let mapped = MappedFile::new(file, len)?;
+        Ok(self.seal_threaded(mapped.bytes()))
+    }
+
+    /// [`Self::seal`] with the pieces hashed on up to [`MAX_SEAL_THREADS`] threads.
+    #[cfg(unix)]
+    fn seal_threaded(&self, code: &[u8]) -> [u8; 16] {
+        let piece_count = code.len().div_ceil(SEAL_PIECE_BYTES);
+        let threads = std::thread::available_parallelism().map_or(1, NonZeroUsize::get).clamp(1, MAX_SEAL_THREADS);
+        let per_thread = piece_count.div_ceil(threads).max(1);
+        let mut pieces = vec![[0u8; 16]; piece_count];
+        std::thread::scope(|scope| {
+            for (thread, digests) in pieces.chunks_mut(per_thread).enumerate() {
+                let code = &code[(thread * per_thread * SEAL_PIECE_BYTES).min(code.len())..];
+                scope.spawn(move || {
+                    for (digest, piece) in digests.iter_mut().zip(code.chunks(SEAL_PIECE_BYTES)) {
+                        *digest = xxhash_rust::xxh3::xxh3_128(piece).to_le_bytes();
+                    }
+                });
+            }
+        });
+        self.seal_of_pieces(code.len() as u64, pieces)
     }
 
     /// The seal of the first `len` bytes of `file`, its pieces hashed on up to
     /// [`MAX_SEAL_THREADS`] threads, each reading its own range of the open file.
-    fn seal_file(&self, file: &File, len: u64) -> io::Result<[u8; 32]> {
+    #[cfg(not(unix))]
+    fn seal_file(&self, file: &File, len: u64) -> io::Result<[u8; 16]> {
         let piece_count = usize::try_from(len.div_ceil(SEAL_PIECE_BYTES as u64))
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "the artifact is too large"))?;
         let threads = std::thread::available_parallelism().map_or(1, NonZeroUsize::get).clamp(1, MAX_SEAL_THREADS);
         let per_thread = piece_count.div_ceil(threads).max(1);
-        let mut pieces = vec![[0u8; 32]; piece_count];
+        let mut pieces = vec![[0u8; 16]; piece_count];
         std::thread::scope(|scope| {
             let hashing: Vec<_> = pieces
                 .chunks_mut(per_thread)
@@ -130,13 +166,13 @@ impl ArtifactKey {
                         for (at, digest) in (thread * per_thread..).zip(digests) {
                             let start = at as u64 * SEAL_PIECE_BYTES as u64;
                             let end = len.min(start + SEAL_PIECE_BYTES as u64);
-                            let mut piece = Sha256::new();
+                            let mut piece = Xxh3::new();
                             for offset in (start..end).step_by(SEAL_READ_BYTES) {
                                 let block = &mut buf[..(end - offset).min(SEAL_READ_BYTES as u64) as usize];
                                 read_exact_at(file, block, offset)?;
-                                piece.update(&*block);
+                                piece.update(block);
                             }
-                            *digest = piece.finalize().into();
+                            *digest = piece.digest128().to_le_bytes();
                         }
                         Ok(())
                     })
@@ -147,6 +183,61 @@ impl ArtifactKey {
                 .try_for_each(|thread| thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         })?;
         Ok(self.seal_of_pieces(len, pieces))
+    }
+}
+
+/// The first bytes of an open file, mapped read-only and private, unmapped on drop.
+#[cfg(unix)]
+struct MappedFile {
+    start: *mut std::ffi::c_void,
+    len: usize,
+}
+
+#[cfg(unix)]
+impl MappedFile {
+    fn new(file: &File, len: usize) -> io::Result<Self> {
+        if len == 0 {
+            return Ok(MappedFile { start: std::ptr::null_mut(), len });
+        }
+        use rustix::mm::{MapFlags, ProtFlags};
+        // Linux fills the page tables in one pass, not a fault per page or two.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let flags = MapFlags::PRIVATE | MapFlags::POPULATE;
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let flags = MapFlags::PRIVATE;
+        // SAFETY: a new read-only mapping at an address the kernel picks, of `len` bytes
+        // of a file that is at least that long (its length was read from this handle);
+        // nothing else in the process refers to the range. It is unmapped on drop.
+        #[allow(unsafe_code)]
+        let start = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ, flags, file, 0) }?;
+        Ok(MappedFile { start, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the mapping is `len` readable bytes and lives as long as `self`. Its
+        // bytes change only if the file is written in place, which wasmbox never does and
+        // which the owner and mode checks leave to this user and root (the same terms on
+        // which wasmtime maps the artifact; SECURITY.md, "Precompile cache"). A file cut
+        // short meanwhile would fault (SIGBUS) rather than read stale bytes, as wasmtime's
+        // own mapping of it would.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.start.cast::<u8>(), self.len)
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        if self.len != 0 {
+            // SAFETY: the mapping `new` made, which no slice outlives (`bytes` borrows self).
+            #[allow(unsafe_code)]
+            let _ = unsafe { rustix::mm::munmap(self.start, self.len) };
+        }
     }
 }
 
@@ -631,6 +722,35 @@ mod tests {
 
     fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         haystack.windows(needle.len()).position(|window| window == needle)
+    }
+
+    /// What a load checks (the file, hashed where it lies, its pieces on threads) is the
+    /// seal `store` wrote (the bytes in memory), at every length around the pieces' edges,
+    /// and one changed byte anywhere changes it.
+    #[test]
+    fn the_seal_of_a_file_is_the_seal_of_its_bytes() {
+        let key = ArtifactKey("0".repeat(2 * KEY_BYTES));
+        let other = ArtifactKey("1".repeat(2 * KEY_BYTES));
+        let piece = SEAL_PIECE_BYTES;
+        let longest = 5 * piece + 3;
+        let bytes: Vec<u8> = (0..longest).map(|i| (i * 31 % 251) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0, 1, piece - 1, piece, piece + 1, 2 * piece, 3 * piece + 7, longest] {
+            let path = dir.path().join(format!("code-{len}"));
+            std::fs::write(&path, &bytes[..len]).unwrap();
+            let file = File::open(&path).unwrap();
+            let sealed = key.seal(&bytes[..len]);
+            assert_eq!(key.seal_file(&file, len as u64).unwrap(), sealed, "length {len}");
+            assert_ne!(other.seal(&bytes[..len]), sealed, "the key is in the seal (length {len})");
+            if len != 0 {
+                for at in [0, len / 2, len - 1] {
+                    let mut changed = bytes[..len].to_vec();
+                    changed[at] ^= 1;
+                    assert_ne!(key.seal(&changed), sealed, "a byte changed at {at} of {len}");
+                }
+            }
+        }
+        assert_ne!(key.seal(&bytes[..piece]), key.seal(&bytes[..piece + 1]), "the length is in the seal");
     }
 
     #[test]
