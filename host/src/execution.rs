@@ -9,6 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::exports::wasmbox::sandbox::runner::{GuestException, RunError};
+use crate::bindings::CodeRunner;
 use crate::broker::link::GuestBroker;
 use crate::cancel::CancelToken;
 use crate::limits::Limits;
@@ -53,18 +54,9 @@ pub(crate) async fn execute(runtime: &Runtime, job: Job<'_>, broker: GuestBroker
     stdout.set_live(live.clone());
     stderr.set_live(live);
     let state = run_state(limits, files, broker, cancel.clone(), &stdout, &stderr);
-    let (mut store, prepared, fuel) = match engine.preparer().take(runtime.prepared(), limits) {
-        Some(taken) => {
-            let (store, runner, fuel) = taken.start(state, limits);
-            (store, Some(runner), fuel)
-        }
-        None => {
-            let mut store = store_with(engine.wasmtime(), state);
-            match refuel(&mut store, runtime, limits) {
-                Ok(fuel) => (store, None, fuel),
-                Err(message) => return internal(message),
-            }
-        }
+    let (mut store, prepared, fuel) = match fresh_store(runtime, state, limits) {
+        Ok(fresh) => fresh,
+        Err(message) => return internal(message),
     };
 
     let hard_timeout = time_bound(limits, engine.epoch_tick());
@@ -98,29 +90,43 @@ pub(crate) async fn execute(runtime: &Runtime, job: Job<'_>, broker: GuestBroker
         fuel_used,
         peak_memory_bytes: state.memory.peak_bytes() as u64,
     };
-    // Dropping the Store resets its pool slot: on the background thread when it has
-    // room, after this outcome is on its way.
-    engine.preparer().retire(store);
+    retire(runtime, store);
     outcome
 }
 
-/// A Store for one run of `runtime` (or every step of a session): deny-all WASI writing
-/// to `stdout` and `stderr`, the in-memory filesystem with `files`, `broker`, the memory
-/// guard, and the epoch check of the deadline (`limits.timeout_ms` from now) and `cancel`.
-pub(crate) fn new_store(
+/// A Store holding `state` for one run of `runtime` (or every step of a session), and
+/// its instance when one prepared ahead fits `limits` (`prepared.rs`); with `None` the
+/// caller instantiates `runtime.pre()` in the Store. The third value is the Store's fuel
+/// budget, as [`refuel`] gives it; the error, why wasmtime refused that budget.
+pub(crate) fn fresh_store(
     runtime: &Runtime,
+    state: RunState,
     limits: &Limits,
-    files: &InputFiles,
-    broker: GuestBroker,
-    cancel: CancelToken,
-    stdout: &OutputCapture,
-    stderr: &OutputCapture,
-) -> Store<RunState> {
-    store_with(runtime.engine().wasmtime(), run_state(limits, files, broker, cancel, stdout, stderr))
+) -> Result<(Store<RunState>, Option<CodeRunner>, u64), String> {
+    let engine = runtime.engine();
+    let taken = engine.preparer().take(runtime.prepared(), limits);
+    engine.metrics_handle().fresh_instance(taken.is_some());
+    if let Some(taken) = taken {
+        let (store, runner, fuel) = taken.start(state, limits);
+        return Ok((store, Some(runner), fuel));
+    }
+    let mut store = store_with(engine.wasmtime(), state);
+    let fuel = refuel(&mut store, runtime, limits)?;
+    Ok((store, None, fuel))
 }
 
-/// The state of one run: see [`new_store`].
-fn run_state(
+/// Frees a finished run's (or session's) Store: dropping it resets its pool slot, on
+/// the engine's background thread when that has room, so after the caller's answer is on
+/// its way.
+pub(crate) fn retire(runtime: &Runtime, store: Store<RunState>) {
+    runtime.engine().preparer().retire(store);
+}
+
+/// The state of one run (or every step of a session): deny-all WASI writing to `stdout`
+/// and `stderr`, the in-memory filesystem with `files`, `broker`, the memory guard, and
+/// the deadline (`limits.timeout_ms` from now) and `cancel` that the Store's epoch check
+/// reads.
+pub(crate) fn run_state(
     limits: &Limits,
     files: &InputFiles,
     broker: GuestBroker,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -19,6 +19,8 @@ pub(crate) struct Metrics {
     tool_calls: Mutex<BTreeMap<(String, &'static str), u64>>,
     running: AtomicI64,
     queued: AtomicI64,
+    instances_prepared: AtomicU64,
+    instances_inline: AtomicU64,
 }
 
 impl Metrics {
@@ -29,6 +31,13 @@ impl Metrics {
     /// `tool` must be a registered name or [`UNKNOWN_TOOL_LABEL`].
     pub(crate) fn tool_call_finished(&self, tool: &str, status: CallStatus) {
         *lock(&self.tool_calls).entry((tool.to_owned(), status.as_str())).or_default() += 1;
+    }
+
+    /// A run or session got its fresh instance: prepared ahead, or (false) instantiated
+    /// on its own path.
+    pub(crate) fn fresh_instance(&self, prepared: bool) {
+        let counter = if prepared { &self.instances_prepared } else { &self.instances_inline };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn running(&self) -> &AtomicI64 {
@@ -53,6 +62,8 @@ impl Metrics {
             runs_running: self.running.load(Ordering::Relaxed).max(0) as u64,
             runs_queued: self.queued.load(Ordering::Relaxed).max(0) as u64,
             pool_resident_bytes: 0,
+            instances_prepared: self.instances_prepared.load(Ordering::Relaxed),
+            instances_inline: self.instances_inline.load(Ordering::Relaxed),
         }
     }
 }
@@ -88,6 +99,13 @@ pub struct MetricsSnapshot {
     /// so the next run in a slot skips the page faults (0 without the pool, or where
     /// the kernel lacks the PAGEMAP_SCAN ioctl).
     pub pool_resident_bytes: u64,
+    /// Runs and sessions (in this process) that found a fresh instance prepared ahead
+    /// ([`EngineConfig::prepared_instances`](crate::EngineConfig::prepared_instances)).
+    pub instances_prepared: u64,
+    /// Runs and sessions (in this process) that instantiated theirs on their own path:
+    /// none was prepared, none fitted their limits, or preparing is off. Many of these
+    /// against `instances_prepared` mean bursts larger than the prepared set.
+    pub instances_inline: u64,
 }
 
 impl MetricsSnapshot {
@@ -129,6 +147,12 @@ impl MetricsSnapshot {
              # TYPE wasmbox_pool_resident_bytes gauge\n",
         );
         let _ = writeln!(out, "wasmbox_pool_resident_bytes {}", self.pool_resident_bytes);
+        out.push_str(
+            "# HELP wasmbox_instances_total Fresh instances of runs and sessions, by where they came from.\n\
+             # TYPE wasmbox_instances_total counter\n",
+        );
+        let _ = writeln!(out, "wasmbox_instances_total{{source=\"prepared\"}} {}", self.instances_prepared);
+        let _ = writeln!(out, "wasmbox_instances_total{{source=\"inline\"}} {}", self.instances_inline);
         out
     }
 }
@@ -149,6 +173,9 @@ mod tests {
         metrics.run_finished(Status::Timeout);
         metrics.tool_call_finished("add", CallStatus::Ok);
         metrics.tool_call_finished(UNKNOWN_TOOL_LABEL, CallStatus::Denied);
+        metrics.fresh_instance(true);
+        metrics.fresh_instance(false);
+        metrics.fresh_instance(false);
         let snapshot = metrics.snapshot();
         assert_eq!(snapshot.runs(Status::Ok), 2);
         assert_eq!(snapshot.tool_calls("add", CallStatus::Ok), 1);
@@ -157,5 +184,8 @@ mod tests {
         assert!(text.contains("wasmbox_runs_total{status=\"timeout\"} 1\n"), "{text}");
         assert!(text.contains("wasmbox_tool_calls_total{tool=\"<unknown>\",status=\"denied\"} 1\n"), "{text}");
         assert!(text.contains("wasmbox_pool_resident_bytes 0\n"), "{text}");
+        assert_eq!((snapshot.instances_prepared, snapshot.instances_inline), (1, 2));
+        assert!(text.contains("wasmbox_instances_total{source=\"prepared\"} 1\n"), "{text}");
+        assert!(text.contains("wasmbox_instances_total{source=\"inline\"} 2\n"), "{text}");
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use wasmbox::{
-    CancelToken, Engine, EngineConfig, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, Status, Tools,
-    MAX_PREPARED_INSTANCES,
+    CancelToken, Engine, EngineConfig, ImportPolicy, Limits, Outcome, Runtime, Sandbox, Scope, SessionConfig, Status,
+    Tools, MAX_PREPARED_INSTANCES,
 };
 
 use crate::support::{tools, value};
@@ -174,6 +174,42 @@ async fn a_burst_beyond_the_prepared_set_still_runs() {
     }
 }
 
+/// A session opens on a prepared instance when one is ready, as a run does (the engine's
+/// metrics count where each fresh instance came from), and finds nothing that an earlier
+/// session left in the interpreter, while its own steps keep what they define.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_open_on_prepared_instances() {
+    let engine = engine(2, false);
+    let languages: [(Load, &str, &str); 2] = [
+        (Runtime::python, "import builtins\nbuiltins.leak = 'secret'", "import builtins\nhasattr(builtins, 'leak')"),
+        (Runtime::javascript, "globalThis.leak = 'secret'", "return 'leak' in globalThis"),
+    ];
+    for (load, leave, check) in languages {
+        let sandbox = sandbox(&engine, load, Limits::default());
+        let mut on_prepared = 0;
+        for _ in 0..ATTEMPTS {
+            let before = engine.metrics();
+            let session = sandbox.session(SessionConfig::default()).await.expect("a session");
+            let after = engine.metrics();
+            let opened = (
+                after.instances_prepared - before.instances_prepared,
+                after.instances_inline - before.instances_inline,
+            );
+            assert!(opened == (1, 0) || opened == (0, 1), "one fresh instance per session: {opened:?}");
+            assert_eq!(value(&session.run(check).await), json!(false), "nothing of an earlier session");
+            assert_eq!(session.run(leave).await.status, Status::Ok);
+            assert_eq!(value(&session.run(check).await), json!(true), "a step keeps what it defines");
+            drop(session);
+            on_prepared += opened.0;
+            if on_prepared == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(on_prepared, 3, "three sessions opened on prepared instances in {ATTEMPTS} attempts");
+    }
+}
+
 /// `prepared_instances: 0` turns preparing off: every run instantiates its instance.
 #[tokio::test(flavor = "multi_thread")]
 async fn zero_prepared_instances_turns_preparing_off() {
@@ -185,6 +221,10 @@ async fn zero_prepared_instances_turns_preparing_off() {
         assert!(!prepared(&outcome), "{outcome:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let session = js.session(SessionConfig::default()).await.expect("a session");
+    assert_eq!(value(&session.run("return 2").await), json!(2));
+    let metrics = engine.metrics();
+    assert_eq!((metrics.instances_prepared, metrics.instances_inline), (0, 21), "20 runs and a session, all inline");
     let refused =
         Engine::new(EngineConfig { prepared_instances: MAX_PREPARED_INSTANCES + 1, ..EngineConfig::default() });
     assert!(matches!(refused, Err(wasmbox::Error::Engine(_))), "{refused:?}");

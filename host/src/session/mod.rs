@@ -52,6 +52,7 @@ use crate::outcome::{ErrorDetail, Outcome, Stats, Status};
 use crate::output_capture::OutputCapture;
 use crate::run_request::RunRequest;
 use crate::run_state::RunState;
+use crate::runtime::Runtime;
 use crate::sandbox::{self, Sandbox};
 use crate::termination::{Phase, Termination};
 use crate::vfs::InputFiles;
@@ -200,11 +201,40 @@ struct State {
 
 /// The instance and what it holds.
 struct Live {
-    store: Store<RunState>,
+    store: SessionStore,
     runner: CodeRunner,
     stdout: OutputCapture,
     stderr: OutputCapture,
     _slot: Admitted,
+}
+
+/// A session's Store, freed when the session ends as a run's is: its pool slot is reset
+/// on the engine's background thread when that has room (`execution::retire`), not on
+/// the caller's.
+struct SessionStore {
+    store: Option<Store<RunState>>,
+    runtime: Runtime,
+}
+
+impl std::ops::Deref for SessionStore {
+    type Target = Store<RunState>;
+    fn deref(&self) -> &Store<RunState> {
+        self.store.as_ref().expect("a session's Store is taken only when it is dropped")
+    }
+}
+
+impl std::ops::DerefMut for SessionStore {
+    fn deref_mut(&mut self) -> &mut Store<RunState> {
+        self.store.as_mut().expect("a session's Store is taken only when it is dropped")
+    }
+}
+
+impl Drop for SessionStore {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            execution::retire(&self.runtime, store);
+        }
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -420,7 +450,7 @@ impl Shared {
 
         state.in_step = true;
         let hard_timeout = time_bound(&limits, sandbox.runtime().engine().epoch_tick());
-        let (store, runner) = (&mut live.store, &live.runner);
+        let (store, runner) = (&mut *live.store, &live.runner);
         let call = async {
             runner
                 .wasmbox_sandbox_runner()
@@ -524,18 +554,24 @@ async fn start(sandbox: &Sandbox, files: &InputFiles, idle: &IdleBroker) -> Resu
     let stdout = OutputCapture::new(OutputStream::Stdout, limits.max_stdout_bytes as usize);
     let stderr = OutputCapture::new(OutputStream::Stderr, limits.max_stderr_bytes as usize);
     let cancel = CancelToken::new();
-    let mut store = execution::new_store(runtime, limits, files, idle.broker(), cancel.clone(), &stdout, &stderr);
+    let state = execution::run_state(limits, files, idle.broker(), cancel.clone(), &stdout, &stderr);
     let failed = |outcome: Outcome| {
         let detail = outcome.error.unwrap_or_else(|| ErrorDetail::new("internal", "the guest did not start"));
         SessionError { status: outcome.status, detail }
     };
-    execution::refuel(&mut store, runtime, limits)
+    // An instance prepared ahead serves the session as it would a run (one session,
+    // never another): its opening call is then all that is left.
+    let (store, prepared, _fuel) = execution::fresh_store(runtime, state, limits)
         .map_err(|message| SessionError::new(Status::Internal, "internal", message))?;
+    let mut store = SessionStore { store: Some(store), runtime: runtime.clone() };
     let mut runner = None;
     let opening = async {
-        let instance = runtime.pre().instantiate_async(&mut store).await.map_err(|err| (Phase::Instantiate, err))?;
+        let instance = match prepared {
+            Some(instance) => instance,
+            None => runtime.pre().instantiate_async(&mut *store).await.map_err(|err| (Phase::Instantiate, err))?,
+        };
         let answer =
-            instance.wasmbox_sandbox_runner().call_run(&mut store, "", "null").await.map_err(|err| (Phase::Run, err));
+            instance.wasmbox_sandbox_runner().call_run(&mut *store, "", "null").await.map_err(|err| (Phase::Run, err));
         runner = Some(instance);
         answer
     };
