@@ -507,8 +507,8 @@ function mayCallCombinator(code) {
  * arguments) is left alone: its calls run one after another, as before.
  */
 export function deferToolCalls(code) {
-  // Tokens cost ~7k fuel a character in this interpreter, a native search of the text far
-  // less: code with no combinator call in its text has none in its tokens
+  // Tokenizing costs thousands of fuel a character in this interpreter, a native search
+  // of the text far less: code with no combinator call in its text has none in its tokens
   // (docs/performance.md, "One frame fewer, no decoder for `null`, and code that names
   // Promise or import").
   if (!mayCallCombinator(code)) return code;
