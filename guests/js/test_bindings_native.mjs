@@ -3,7 +3,9 @@
 //
 // Both the generated bindings (bindings/generated.js, exactly what componentize-js
 // writes) and the patched ones run here against the same fake embedding: a linear memory
-// that grows (replacing its buffer) on allocation, an allocator that refuses double and
+// that grows on allocation as componentize-js's embedding's does (`memory.buffer` is then
+// a new buffer, and the old one keeps its length and its view of the same memory: a
+// shared WebAssembly.Memory does exactly that), an allocator that refuses double and
 // unknown frees, and a host that answers with the canonical ABI's result layout. Every
 // call must give the same result or error through both, send the host the same bytes,
 // and the patched binding must free what it allocated.
@@ -19,10 +21,14 @@ const CALL_ERROR_TAGS = ['denied', 'budget-exhausted', 'invalid-args', 'failed',
 class Embedding {
   constructor(answer) {
     this.answer = answer; // (name, argsJson) => {ok: text} | {err: [caseIndex, text]}
-    this.buffer = new ArrayBuffer(64);
+    this.memory = new WebAssembly.Memory({ initial: 1, maximum: 16384, shared: true });
     this.next = 8;
     this.live = new Map(); // ptr -> len
     this.received = [];
+  }
+
+  get buffer() {
+    return this.memory.buffer;
   }
 
   realloc(old, oldLen, align, len) {
@@ -30,11 +36,8 @@ class Embedding {
     const ptr = Math.ceil(this.next / align) * align;
     this.next = ptr + len;
     if (this.next > this.buffer.byteLength) {
-      // memory.grow: a new buffer; the old one is detached, so stale views fail loudly
-      const grown = new ArrayBuffer(2 * this.next);
-      new Uint8Array(grown).set(new Uint8Array(this.buffer));
-      structuredClone(this.buffer, { transfer: [this.buffer] });
-      this.buffer = grown;
+      // a view past the end of an old buffer reads undefined, and a view made there throws
+      this.memory.grow(Math.ceil((this.next - this.buffer.byteLength) / 65536));
     }
     this.live.set(ptr, len);
     return ptr;
@@ -223,6 +226,30 @@ test('the arguments block grows when needed, and huge arguments get a block of t
     patched.dealloc(patched.realloc(0, 0, 1, patched.buffer.byteLength));
   });
   assert.deepEqual(patched.received, generated.received);
+});
+
+test('a result the host writes past the memory the binding has seen is read in full', () => {
+  // Each call's return area and result string start exactly at the end of the memory, so
+  // the memory grows during every call and both lie past the end of any older buffer.
+  class PastTheEnd extends Embedding {
+    call(...args) {
+      this.next = this.buffer.byteLength;
+      return super.call(...args);
+    }
+  }
+  const answers = [{ ok: '"done"' }, { err: [3, 'it failed'] }, { ok: 'x'.repeat(70000) }, { ok: '' }];
+  const calls = [];
+  for (const bindings of [GENERATED, patchBindings(GENERATED)]) {
+    const embedding = new PastTheEnd(() => answers[embedding.received.length % answers.length]);
+    const call = load(bindings, embedding);
+    calls.push(Array.from({ length: 8 }, (_, i) => outcome(call, `t${i % 3}`, `{"i":${i}}`)));
+  }
+  assert.deepEqual(calls[1], calls[0]);
+  // the i-th call answers answers[(i + 1) % 4]
+  assert.deepEqual(calls[1][0].payload, { tag: 'failed', val: 'it failed' });
+  assert.equal(calls[1][1].ok, 'x'.repeat(70000));
+  assert.equal(calls[1][2].ok, '');
+  assert.equal(calls[1][3].ok, '"done"');
 });
 
 test('a return area that is not 4-aligned is an error, not a misread', () => {

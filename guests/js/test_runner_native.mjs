@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createRunner, simpleStepNames, deferToolCalls, deferToolCallsScan, hideDynamicImportScan, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
+  createRunner, simpleStepNames, deferToolCalls, deferToolCallsScan, hideDynamicImportScan, DEFER, makeRequire, topLevelNames, hasUseStrict, tokenize, toJson, writeJson, plainJsonText, plainArgsText, toolArgs, hideDynamicImport, format, IMPORT_STANDIN, NEVER_SETTLES,
 } from './core.js';
 
 // The bindings throw an Err from `call` as a ComponentError carrying the variant.
@@ -157,6 +157,58 @@ test('strict JSON: plain data takes the fast path, unless its text has a \\u esc
   }
   for (const value of [{ a: '\u0001' }, ['\\u'], { '\ud800': 1 }, [1, NaN], new Date(0)]) {
     assert.equal(plainJsonText(value), undefined);
+  }
+});
+
+// plainArgsText is plainJsonText for a tool call's argument object, in one function.
+test('strict JSON: plainArgsText answers as plainJsonText for every object argument', () => {
+  let seed = 3;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const pick = (list) => list[Math.floor(next() * list.length)];
+  const scalars = [0, -0, 1.5, -7, 1e21, NaN, Infinity, true, false, null, undefined, '', 'é"\n', '\\u0041',
+    '\ud800', '\u0001', 1n, Symbol('s'), () => 1, new Date(0), new String('s')];
+  const keys = ['a', 'b', '', 'é', '\ud800', '__proto__', 'toJSON', 'constructor', '0', 'a b'];
+  const value = (depth) => {
+    const kind = next();
+    if (depth > 3 || kind < 0.45) return pick(scalars);
+    if (kind < 0.65) return Array.from({ length: Math.floor(next() * 4) }, () => value(depth + 1));
+    const made = kind < 0.95 ? {} : Object.create(kind < 0.97 ? null : { inherited: 1 });
+    for (let n = Math.floor(next() * 4); n > 0; n--) {
+      defineProperty(made, pick(keys), {
+        value: value(depth + 1), enumerable: next() < 0.9, writable: true, configurable: true,
+      });
+    }
+    if (next() < 0.03) made[Symbol('k')] = 1;
+    return made;
+  };
+  const { defineProperty } = Object;
+  const objects = [];
+  for (let i = 0; i < 20000; i++) {
+    const v = value(0);
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) objects.push(v);
+  }
+  let deep = { end: 1 };
+  for (let i = 0; i < 199; i++) deep = { deep };
+  const cyclic = { a: [] };
+  cyclic.a.push(cyclic);
+  objects.push(deep, { deep }, cyclic, new (class A {})(), new Map(), Object.create(null),
+    { get a() { throw new Error('no'); } }, new Proxy({ a: 1 }, {}), new Proxy({}, { ownKeys() { throw new Error('no'); } }));
+  let plain = 0;
+  const check = (label) => objects.forEach((v, i) => {
+    const text = plainArgsText(v);
+    assert.equal(text, plainJsonText(v), `${label} objects[${i}]`);
+    if (text !== undefined) plain += 1;
+  });
+  check('');
+  assert.ok(plain > 1000 && plain < objects.length - 1000, `${plain} of ${objects.length} plain`);
+  // names code put on the prototypes
+  for (const [proto, name] of [[Object.prototype, 'toJSON'], [Array.prototype, 'toJSON'], [Object.prototype, 'extra']]) {
+    proto[name] = () => 'replaced';
+    try {
+      check(`with ${name}`);
+    } finally {
+      delete proto[name];
+    }
   }
 });
 

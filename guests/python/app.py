@@ -375,7 +375,8 @@ def _json_problem(value):
 
 
 # The fast path of every tool call and result: a value made only of the exact JSON
-# types is checked by _plainly_json and encoded by one prebuilt encoder. Anything else
+# types is checked and encoded in one pass by _plain_json (native/plain_json.c; on a
+# native interpreter, _plainly_json's check and one prebuilt encoder). Anything else
 # (a subclass, a non-str key, NaN, a lone surrogate, too deep) takes _json_problem's
 # walk, which names what is wrong and where. The walk spells out a path per key, and
 # json.dumps with options builds a new JSONEncoder per call: each cost several times
@@ -448,13 +449,32 @@ def _make_encoder():
 _encode = _make_encoder()
 
 
+def _plain_json_in_python(value):
+    """_plain_json where the guest's C module is not (a native interpreter's tests)."""
+    if _plainly_json(value):
+        try:
+            return _encode(value, 0)[0]
+        except (ValueError, TypeError, RecursionError):  # e.g. an int over the digit limit
+            pass
+    return None
+
+
+# `_plain_json(value)`: the text `_encode` writes for a value _plainly_json accepts, in
+# one pass in C (native/plain_json.c); None for any other value, which _to_json's walk
+# then encodes or names the problem of.
+_plain_json = (_wasmbox_native.plain_json_encoder(MAX_DEPTH) if sys.platform == "wasi"
+               else _plain_json_in_python)
+
+
 def _to_json(value):
     """Strict JSON text, or (message, exc_class) naming the offending path."""
-    if not _plainly_json(value):
-        found = _json_problem(value)
-        if found:
-            path, what, exc_class = found
-            return None, ("%s %s" % (path, what), exc_class)
+    text = _plain_json(value)
+    if text is not None:
+        return text, None
+    found = _json_problem(value)
+    if found:
+        path, what, exc_class = found
+        return None, ("%s %s" % (path, what), exc_class)
     try:
         return _encode(value, 0)[0], None
     except (ValueError, TypeError, RecursionError) as e:  # e.g. an int over the digit limit
@@ -562,11 +582,8 @@ def _tool_call(name, /, *args, **kwargs):
     """`tools.<name>(...)`: calls the host synchronously and returns the result."""
     # The usual call, keyword arguments of plain JSON, goes straight to the encoder;
     # _tool_args handles the rest and names any problem (a call and its checks fewer).
-    if args or not _plainly_json(kwargs):
-        return _call_tool(name, _tool_args(name, args, kwargs))
-    try:
-        text = _encode(kwargs, 0)[0]
-    except (ValueError, TypeError, RecursionError):  # e.g. an int over the digit limit
+    text = None if args else _plain_json(kwargs)
+    if text is None:
         text = _tool_args(name, args, kwargs)
     return _call_tool(name, text)
 

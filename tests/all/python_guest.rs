@@ -282,6 +282,92 @@ same_face = [
     assert_eq!(value["w4"], json!(333_332_833_333_500_000_u64));
 }
 
+/// Tool arguments and run values of plain JSON are encoded by
+/// guests/python/native/plain_json.c in one pass: on generated values it answers exactly
+/// json.dumps' strict, compact text where app.py's own check accepts the value, and
+/// None (the walk's turn) everywhere else: subclasses, NaN, lone surrogates, non-str
+/// keys, cycles, nesting at the limit, ints past the digit limit.
+#[tokio::test]
+async fn plain_json_writes_what_json_dumps_writes_and_refuses_the_rest() {
+    let code = r#"
+import _wasmbox_native, app, json, random, sys
+
+encode = _wasmbox_native.plain_json_encoder(app.MAX_DEPTH)
+rng = random.Random(20261204)
+
+class Int(int): pass
+class Str(str): pass
+class Dict(dict): pass
+
+PIECES = ["a", "Z", "é", "ß", '"', "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f",
+          "\u2028", "😀", "\ud800", "\udfff", " ", "/", "u", "\\u"]
+
+def text():
+    return "".join(rng.choice(PIECES) for _ in range(rng.randrange(8)))
+
+def scalar():
+    return rng.choice([
+        lambda: None, lambda: True, lambda: False, lambda: rng.randint(-100, 100),
+        lambda: rng.randint(-2**70, 2**70), lambda: 2**63, lambda: -2**63 - 1,
+        lambda: rng.random() * 10.0 ** rng.randint(-30, 30), lambda: -0.0, lambda: 1e16,
+        lambda: float("nan"), lambda: float("-inf"), text, text, text,
+        lambda: Int(3), lambda: Str("s"), lambda: b"x", lambda: {1, 2},
+    ])()
+
+def value(depth):
+    kind = rng.randrange(10)
+    if depth > 3 or kind < 5:
+        return scalar()
+    n = rng.randrange(5)
+    if kind < 7:
+        keys = [text() if rng.random() < 0.95 else rng.choice([1, None, 2.5]) for _ in range(n)]
+        made = {k: value(depth + 1) for k in keys}
+        return Dict(made) if rng.random() < 0.05 else made
+    items = [value(depth + 1) for _ in range(n)]
+    return tuple(items) if kind == 7 else items
+
+def expected(v):
+    if not app._plainly_json(v):
+        return None
+    try:
+        return json.dumps(v, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return None
+
+def nested(levels):
+    v = 1
+    for _ in range(levels):
+        v = [v]
+    return v
+
+cycle = []
+cycle.append(cycle)
+long_text = "x\n\"" * 5000 + "é" * 3000
+values = [value(0) for _ in range(3000)] + [
+    {"a": 1, "b": 2}, {}, [], "", nested(app.MAX_DEPTH), nested(app.MAX_DEPTH + 1), cycle,
+    10 ** 5000, {"big": -10 ** 4299}, long_text, {long_text: [long_text] * 3},
+    [0.1, 1e-7, 1e22, 123456789.0, -2.5e-300, 5e-324], {"k": {"k": {"k": [None, True]}}},
+]
+mismatches = []
+plain = 0
+for v in values:
+    want = expected(v)
+    got = encode(v)
+    plain += got is not None
+    if got != want:
+        mismatches.append([repr(v)[:120], got and got[:120], want and want[:120]])
+{"mismatches": mismatches[:5], "count": len(mismatches), "values": len(values), "plain": plain,
+ "in_use": app._plain_json is not app._plain_json_in_python}
+"#;
+    let value = value(&run(code).await);
+    assert_eq!(value["count"], json!(0), "{value:#}");
+    assert_eq!(value["values"], json!(3013));
+    // both paths are exercised: many generated values are plain, many are not
+    let plain = value["plain"].as_u64().unwrap();
+    assert!(plain > 500 && plain < 2800, "{value:#}");
+    assert_eq!(value["in_use"], json!(true));
+}
+
 /// Small blocks come from the pools of guests/python/native/small_alloc.c, which wrap
 /// CPython's allocator: objects of every size class, made, grown, shrunk and freed in a
 /// shuffled order, keep their contents, alongside objects from before the pools (the

@@ -48,9 +48,15 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
   const MAX_SCRATCH_BYTES = 64 * 1024;
   const MIN_SCRATCH_BYTES = 256;
 
-  // Growing the memory replaces `memory.buffer` (the old one keeps the old length), so
-  // every view is made again when the buffer differs from the one they were made on.
+  // The embedding's `memory.buffer` is an ArrayBuffer over the linear memory from address
+  // 0, as long as the memory was when it was made (componentize-js's GetMemBuffer); when
+  // the memory grows, the next read of `memory.buffer` makes a new one, and the old one
+  // keeps its length and still reads and writes the same memory below it. So the views
+  // stay right for every address below `memoryLength`, and are made again only when a
+  // pointer lies past it: a comparison where a read of `memory.buffer` is a native getter
+  // call (the tests' fake embedding grows a shared WebAssembly.Memory, which behaves so).
   let memoryBuffer = null;
+  let memoryLength = 0;
   let memory8 = null;
   let memory32 = null;
   // The arguments' block: allocated on the first call, reused, grown when too small.
@@ -82,6 +88,7 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
 
   function viewMemory() {
     memoryBuffer = memory.buffer;
+    memoryLength = memoryBuffer.byteLength;
     memory8 = new Bytes(memoryBuffer);
     memory32 = new Words(memoryBuffer, 0, memoryBuffer.byteLength >>> 2);
     scratchBytes = scratchSize === 0 ? null : new Bytes(memoryBuffer, scratch, scratchSize);
@@ -100,7 +107,7 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
   function lowerBytes(bytes) {
     if (bytes.length === 0) return 1; // any aligned pointer when there is nothing to read
     const ptr = realloc(0, 0, 1, bytes.length);
-    if (memory.buffer !== memoryBuffer) viewMemory();
+    if (ptr + bytes.length > memoryLength) viewMemory();
     memory8.set(bytes, ptr);
     return ptr;
   }
@@ -135,7 +142,6 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
     const mostBytes = argsJson.length * 3;
     if (mostBytes <= MAX_SCRATCH_BYTES) {
       if (mostBytes > scratchSize || scratchSize === 0) growScratch(mostBytes);
-      else if (memory.buffer !== memoryBuffer) viewMemory();
       // Lone surrogates become U+FFFD, as in the generated code.
       argsLen = encoder.encodeInto(argsJson, scratchBytes).written;
       argsPtr = scratch;
@@ -149,16 +155,17 @@ const import_wasmbox_sandbox_tools_0_1_2$call = (() => {
     // The embedding's `$dealloc` also drops the pointer from its end-of-run list, so this
     // is not freed twice.
     if (owned !== 0) dealloc(argsPtr, owned, 1);
-    // The host allocated the result's text in the guest, which may have grown the memory.
-    if (memory.buffer !== memoryBuffer) viewMemory();
     // result<string, call-error> at `ret`, 4-aligned (the canonical ABI's return area for
     // this type): a u8 discriminant, then the ok string (ptr, len) at +4, or the
-    // call-error's u8 case at +4 and its string at +8.
+    // call-error's u8 case at +4 and its string at +8. The host allocated both in the
+    // guest during the call, which may have grown the memory past the views.
     if ((ret & 3) !== 0) throw new Error(`the tools.call return area at ${ret} is not 4-aligned`);
+    if (ret + 16 > memoryLength) viewMemory();
     const failed = memory8[ret] !== 0;
     const at = (failed ? ret + 8 : ret + 4) >>> 2;
     const ptr = memory32[at];
     const len = memory32[at + 1];
+    if (ptr + len > memoryLength) viewMemory();
     const text = decoder.decode(new Bytes(memoryBuffer, ptr, len));
     if (len !== 0) dealloc(ptr, len, 1);
     const tag = failed ? memory8[ret + 4] : 0;

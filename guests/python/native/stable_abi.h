@@ -33,6 +33,7 @@ typedef struct PyMethodDef {
 #define METH_FASTCALL 0x0080
 #define METH_KEYWORDS 0x0002
 #define METH_NOARGS 0x0004
+#define METH_O 0x0008
 
 typedef struct PyModuleDef_Base {
     PyObject ob_base;
@@ -62,6 +63,7 @@ typedef struct PyModuleDef {
 
 extern PyTypeObject PyLong_Type, PyBool_Type, PyByteArray_Type, PyList_Type;
 extern PyTypeObject PyUnicode_Type, PyBytes_Type, PyTuple_Type, PyFrozenSet_Type;
+extern PyTypeObject PyDict_Type, PyFloat_Type;
 extern PyObject *PyExc_ImportError, *PyExc_TypeError, *PyExc_ValueError;
 extern PyObject _Py_NoneStruct; /* what CPython's own Py_None macro names */
 #define Py_None (&_Py_NoneStruct)
@@ -74,6 +76,12 @@ PyObject *PyObject_GetAttrString(PyObject *o, const char *name);
 PyObject *PyCFunction_NewEx(PyMethodDef *def, PyObject *self, PyObject *module);
 PyObject *PyUnicode_FromString(const char *s);
 int PyUnicode_CompareWithASCIIString(PyObject *s, const char *ascii);
+const char *PyUnicode_AsUTF8AndSize(PyObject *s, Py_ssize_t *size);
+PyObject *PyUnicode_FromStringAndSize(const char *utf8, Py_ssize_t size);
+PyObject *PyObject_Repr(PyObject *o);
+PyObject *PyBool_FromLong(long value);
+double PyFloat_AsDouble(PyObject *o);
+int PyDict_Next(PyObject *dict, Py_ssize_t *position, PyObject **key, PyObject **value); /* borrowed */
 
 typedef int (*visitproc)(PyObject *object, void *arg);
 typedef int (*traverseproc)(PyObject *self, visitproc visit, void *arg);
