@@ -140,7 +140,7 @@ export function plainJsonText(value) {
  * array: the same answer (exported for the tests, which compare them), with the checks of
  * plainJsonText and plainlyJson's object branch in one function. Each call saved is a
  * noticeable part of a tool call in this interpreter (docs/performance.md, "A tool
- * call's arguments in one function").
+ * call's arguments (session 31)").
  */
 export function plainArgsText(value) {
   try {

@@ -3,9 +3,9 @@
  *
  * Every tool call encodes its arguments, and most are a dict of a few strings and
  * numbers. In Python that was a check that the value holds only exact JSON types
- * (app.py's _plainly_json, an interpreted walk) and then json's C encoder, each costing
- * about as much as the host's whole part of the call (docs/performance.md, "A tool
- * call's arguments in C"). This function does both at once.
+ * (app.py's _plainly_json, an interpreted walk) and then json's C encoder, each about a
+ * quarter of what the call cost in the guest (docs/performance.md, "A tool call's
+ * arguments (session 31)"). This function does both at once.
  *
  * `plain_json_encoder(max_depth)` makes the function; `encoder(value)` answers the text
  * json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":")) gives,
