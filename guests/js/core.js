@@ -186,6 +186,8 @@ function plainlyJson(v, depth) {
   // Both loops pass strings, numbers, booleans and null inline and call themselves for
   // the rest: in this interpreter a call per value costs as much as the test itself.
   if (isArray(v)) {
+    // an array whose prototype code replaced may bring a toJSON, which stringify would call
+    if (reflectGetPrototypeOf(v) !== arrayProto) return false;
     for (let i = 0; i < v.length; i++) {
       const item = v[i];
       if (typeof item === 'number' ? item - item !== 0 : !(typeof item === 'string' || typeof item === 'boolean'

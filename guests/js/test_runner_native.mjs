@@ -123,6 +123,8 @@ test('strict JSON: the fast path writes what writeJson writes, and refuses nothi
     {}, [], 0, -0, 1.5, -7, 1e21, 5e-324, Number.MAX_SAFE_INTEGER + 2, true, false, null, '',
     'é"\\\n\u0000\u2028 日本 🎉', { a: 1, b: [2, { c: null }] }, Object.create(null),
     { __proto__: null, 'a b': 1, '': 2, '🎉': [] }, [[[]]], { x: [1, , 2].slice(0, 1) }, // eslint-disable-line no-sparse-arrays
+    // an array whose prototype brings a toJSON: written as the array it is, toJSON not called
+    { a: Object.setPrototypeOf([1], { toJSON() { return 'x'; } }) },
     deep, { a: 1 }, // with a symbol key that is not enumerable (below): writeJson writes it
     // text with a `\u` escape, which sends a value to writeJson to look for lone surrogates
     { k: '\\u0041' }, ['\u0001'], { '\u001f': 'x' }, { a: ['\ud83c\udf89 pair', '\\\ud83d\ude00'] },

@@ -101,11 +101,13 @@ def _importable(name):
 # - importlib.resources: guest code that reads a package's resources (zoneinfo does not
 #   need it here: see the time-zone database below).
 # - _strptime: datetime.strptime and time.strptime.
+# - _pylong: int <-> str for ints of thousands of digits, once code lifts the digit limit
+#   (sys.set_int_max_str_digits(0)).
 # - the codecs the registry finds by name (codecs.lookup, str.encode, bytes.decode and
 #   io.TextIOWrapper with an encoding other than UTF-8's few built-in spellings);
 #   `encodings` itself brings only UTF-8.
 _SUPPORT = (
-    "importlib.resources", "_strptime",
+    "importlib.resources", "_strptime", "_pylong",
     "encodings.ascii", "encodings.latin_1", "encodings.utf_8_sig", "encodings.utf_16",
     "encodings.utf_16_le", "encodings.utf_16_be", "encodings.utf_32", "encodings.utf_32_le",
     "encodings.utf_32_be", "encodings.utf_7", "encodings.cp1252", "encodings.cp1251",

@@ -286,7 +286,7 @@ same_face = [
 /// guests/python/native/plain_json.c in one pass: on generated values it answers exactly
 /// json.dumps' strict, compact text where app.py's own check accepts the value, and
 /// None (the walk's turn) everywhere else: subclasses, NaN, lone surrogates, non-str
-/// keys, cycles, nesting at the limit, ints past the digit limit.
+/// keys, cycles, nesting at the limit, ints past 64 bits.
 #[tokio::test]
 async fn plain_json_writes_what_json_dumps_writes_and_refuses_the_rest() {
     let code = r#"
@@ -326,8 +326,18 @@ def value(depth):
     items = [value(depth + 1) for _ in range(n)]
     return tuple(items) if kind == 7 else items
 
+def wide(v):
+    """an int past 64 bits anywhere in v: left to app.py's path"""
+    if type(v) is int:
+        return not -2**63 <= v < 2**63
+    if type(v) in (list, tuple):
+        return any(wide(x) for x in v)
+    if type(v) is dict:
+        return any(wide(x) for x in v.values())
+    return False
+
 def expected(v):
-    if not app._plainly_json(v):
+    if not app._plainly_json(v) or wide(v):
         return None
     try:
         return json.dumps(v, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
@@ -345,7 +355,7 @@ cycle.append(cycle)
 long_text = "x\n\"" * 5000 + "é" * 3000
 values = [value(0) for _ in range(3000)] + [
     {"a": 1, "b": 2}, {}, [], "", nested(app.MAX_DEPTH), nested(app.MAX_DEPTH + 1), cycle,
-    10 ** 5000, {"big": -10 ** 4299}, long_text, {long_text: [long_text] * 3},
+    10 ** 5000, {"big": -10 ** 4299}, 2 ** 63 - 1, -2 ** 63, [2 ** 63], -2 ** 63 - 1, long_text, {long_text: [long_text] * 3},
     [0.1, 1e-7, 1e22, 123456789.0, -2.5e-300, 5e-324], {"k": {"k": {"k": [None, True]}}},
 ]
 mismatches = []
@@ -361,11 +371,41 @@ for v in values:
 "#;
     let value = value(&run(code).await);
     assert_eq!(value["count"], json!(0), "{value:#}");
-    assert_eq!(value["values"], json!(3013));
+    assert_eq!(value["values"], json!(3017));
     // both paths are exercised: many generated values are plain, many are not
     let plain = value["plain"].as_u64().unwrap();
     assert!(plain > 500 && plain < 2800, "{value:#}");
     assert_eq!(value["in_use"], json!(true));
+}
+
+/// plain_json.c walks the value with borrowed references, so no Python code may run
+/// during the walk: an int past 64 bits is left to app.py's path, because its repr can
+/// import `_pylong` (through `builtins.__import__`, which guest code can replace) once
+/// the code lifts the digit limit, and that code could empty a list being walked.
+#[tokio::test]
+async fn plain_json_runs_no_python_code_during_its_walk() {
+    let code = r#"
+import app, builtins, json, sys
+sys.set_int_max_str_digits(0)
+imported = []
+outer = [[10 ** 10000], "tail"]
+original = builtins.__import__
+def hook(*args, **kwargs):
+    imported.append(args[0])
+    outer.clear()
+    return original(*args, **kwargs)
+builtins.__import__ = hook
+try:
+    answer = app._plain_json(outer)
+finally:
+    builtins.__import__ = original
+# the walk's fallback, json's own encoder, still writes it whole
+text = app._to_json([[10 ** 10000], "tail"])[0]
+{"answer": answer, "imported": imported, "left": len(outer),
+ "fallback": text == json.dumps([[10 ** 10000], "tail"], separators=(",", ":"))}
+"#;
+    let value = value(&run(code).await);
+    assert_eq!(value, json!({"answer": null, "imported": [], "left": 2, "fallback": true}));
 }
 
 /// Small blocks come from the pools of guests/python/native/small_alloc.c, which wrap

@@ -16,8 +16,9 @@
  * subclass, say) and names what it cannot. So every refusal here is a fallback, never an
  * error of its own; only running out of memory raises.
  *
- * Nothing here runs Python code: reprs of exact ints and floats are CPython's own, and
- * no dict or list can change while it is read. The tests compare it with json.dumps on
+ * Nothing here runs Python code (the repr of a float, UTF-8 of a str; ints past 64 bits
+ * are left to app.py), so no dict or list can change while it is read: the walk holds
+ * borrowed references only. The tests compare it with json.dumps on
  * generated values (tests/all/python_guest.rs).
  */
 #include "stable_abi.h"
@@ -92,17 +93,18 @@ static int write_string(writer *w, PyObject *s) {
         return NOT_PLAIN;
     }
     /* what the escapes add: one byte for a short form, five for \u00xx */
-    Py_ssize_t extra = 0;
+    unsigned long long extra = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)utf8[i];
         if (c < 0x20 || c == '"' || c == '\\') {
             extra += (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') ? 1 : 5;
         }
     }
-    if (n > 0x1fffffff - extra || reserve(w, n + extra + 2) != WRITTEN) {
-        if (!PyErr_Occurred()) {
-            PyErr_NoMemory();
-        }
+    if ((unsigned long long)n + extra > 0x1fffffff) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    if (reserve(w, n + (Py_ssize_t)extra + 2) != WRITTEN) {
         return FAILED;
     }
     static const char hex[] = "0123456789abcdef";
@@ -136,14 +138,12 @@ static int write_string(writer *w, PyObject *s) {
     return WRITTEN;
 }
 
-/* The repr of an exact int or float, which is what json writes for them. An int past
- * CPython's digit limit for str() raises ValueError: not plain here, and app.py's walk
- * reports it as json.dumps would fail. */
+/* The repr of an exact float, which is what json writes for it (float_repr: no Python
+ * code runs). */
 static int write_repr(writer *w, PyObject *o) {
     PyObject *text = PyObject_Repr(o);
     if (text == 0) {
-        PyErr_Clear();
-        return NOT_PLAIN;
+        return FAILED;
     }
     Py_ssize_t n;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
@@ -152,11 +152,15 @@ static int write_repr(writer *w, PyObject *o) {
     return status;
 }
 
+/* An exact int within 64 bits. Past them, not plain here: the repr of an int of
+ * thousands of digits imports _pylong through builtins.__import__, which guest code can
+ * replace, and this walk holds borrowed references only, so nothing it walks may change
+ * meanwhile. app.py's path (json's own encoder) writes those. */
 static int write_int(writer *w, PyObject *o) {
     int overflow = 0;
     long long value = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow) {
-        return write_repr(w, o);
+        return NOT_PLAIN;
     }
     char digits[24];
     int at = sizeof digits;
