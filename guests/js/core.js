@@ -596,8 +596,13 @@ function makeTools(host, calls) {
     get(_, name) {
       if (isToolName(name)) {
         const fn = toolFunction(host, name, calls);
-        // configurable, as `tools`'s getOwnPropertyDescriptor trap reports every tool
-        defineProperty(made, name, { value: fn, writable: false, enumerable: true, configurable: true });
+        // An assignment, where defineProperty cost five times as much (its descriptor read
+        // field by field), a third of a run's first call of a tool: it makes a plain data
+        // property (configurable, as `tools`'s getOwnPropertyDescriptor trap reports every
+        // tool; writable, which only this code could use: `made` and this prototype are
+        // out of the code's reach, and `tools` refuses every write). Nothing on the way
+        // can intercept it: this Proxy has no `set` trap and its target no prototype.
+        made[name] = fn;
         return fn;
       }
       return typeof name === 'string' && OBJECT_METHODS.has(name) ? objectProto[name] : undefined;
