@@ -596,8 +596,8 @@ function makeTools(host, calls) {
     get(_, name) {
       if (isToolName(name)) {
         const fn = toolFunction(host, name, calls);
-        // An assignment, where defineProperty cost five times as much (its descriptor read
-        // field by field), a third of a run's first call of a tool: it makes a plain data
+        // An assignment, not defineProperty, which reads its descriptor field by field
+        // (docs/performance.md, "A tool call's arguments (session 31)"): it makes a plain data
         // property (configurable, as `tools`'s getOwnPropertyDescriptor trap reports every
         // tool; writable, which only this code could use: `made` and this prototype are
         // out of the code's reach, and `tools` refuses every write). Nothing on the way

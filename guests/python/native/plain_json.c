@@ -34,6 +34,10 @@ typedef struct {
 /* True, found once (the stable ABI names it by a call, not a symbol). */
 static PyObject *true_object;
 
+/* The longest text written: Py_ssize_t is 32 bits in wasm32, and past a quarter of that
+ * the buffer's doubling would overflow (the guest's memory cap refuses far less anyway). */
+#define MAX_TEXT_BYTES 0x1fffffff
+
 /* Answers of write_value besides "written". */
 enum { WRITTEN = 0, NOT_PLAIN = 1, FAILED = -1 };
 
@@ -41,10 +45,7 @@ static int reserve(writer *w, Py_ssize_t more) {
     if (more <= w->capacity - w->length) {
         return WRITTEN;
     }
-    /* a 32-bit size: past a quarter of it, doubling would overflow (the guest's memory
-     * cap refuses far less anyway) */
-    const Py_ssize_t limit = 0x1fffffff;
-    if (more > limit - w->length) {
+    if (more > MAX_TEXT_BYTES - w->length) {
         PyErr_NoMemory();
         return FAILED;
     }
@@ -100,7 +101,7 @@ static int write_string(writer *w, PyObject *s) {
             extra += (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') ? 1 : 5;
         }
     }
-    if ((unsigned long long)n + extra > 0x1fffffff) {
+    if ((unsigned long long)n + extra > MAX_TEXT_BYTES) {
         PyErr_NoMemory();
         return FAILED;
     }
