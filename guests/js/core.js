@@ -1719,8 +1719,12 @@ const TIMER_NAMES = ['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval
  */
 export function createRunner({ host, timers: realTimers, global = globalThis, maxIdleTurns = MAX_IDLE_TURNS, modules = {} }) {
   let current = null; // the state of the run in progress
-  // A session's steps compiled, by their text, oldest first (see run).
+  // A session's steps compiled, by their text (see run), and their texts in the order
+  // kept, as a ring: the oldest is dropped by its slot, where `keys().next()` made an
+  // iterator per step that the map updated on every later delete until a GC took it.
   const compiledSteps = new Map();
+  const keptTexts = new Array(MAX_REUSED_STEPS).fill(undefined);
+  let nextKept = 0;
   let calls = 0; // after the first, every call is a session's step ("session steps")
   // The driver's zero-delay tick: one of the engine's timers, which then calls `onTick`,
   // the driver of the run in progress (null between runs). One for the runner, not one
@@ -1982,7 +1986,11 @@ export function createRunner({ host, timers: realTimers, global = globalThis, ma
           return promiseResolve(settle(lower, e instanceof SyntaxError ? fail('syntax', syntaxError(e, code)) : fail('exception', guestException(e))));
         }
         if (step && code.length <= MAX_REUSED_CHARS) {
-          if (compiledSteps.size >= MAX_REUSED_STEPS) compiledSteps.delete(compiledSteps.keys().next().value);
+          // A text is kept only when it missed, so each is in the ring once.
+          const oldest = keptTexts[nextKept];
+          if (oldest !== undefined) compiledSteps.delete(oldest);
+          keptTexts[nextKept] = code;
+          nextKept = nextKept + 1 === MAX_REUSED_STEPS ? 0 : nextKept + 1;
           compiledSteps.set(code, { fn, sync, headerLines });
         }
       }

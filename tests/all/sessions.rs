@@ -94,6 +94,36 @@ async fn javascript_one_declaration_steps_persist() {
 /// A step's directive prologue applies to that step, as a run's does to the run, also in a
 /// step that declares names (which the session starts with a line of its own), and the
 /// next step is sloppy again.
+/// A JS session keeps the functions it compiled for its last 32 texts (MAX_REUSED_STEPS
+/// in guests/js/core.js) and drops the oldest first. Reuse shows in the fuel: a step whose
+/// text is kept skips the compile.
+#[tokio::test]
+async fn javascript_reuses_the_last_32_texts_compiled() {
+    let limits = Limits { fuel: Some(u64::MAX / 2), ..Limits::default() };
+    let session = open(crate::support::javascript_fuel(), limits).await;
+    let text = |i: u64| format!("// text {i:02}\nreturn {i}");
+    let fuel = async |i: u64| {
+        let outcome = session.run(&text(i)).await;
+        assert_eq!(value(&outcome), json!(i), "{}", show(&outcome));
+        outcome.stats.fuel_used
+    };
+    // The session's first call is no step of an earlier text: keep it out of the count.
+    assert_eq!(value(&session.run("return 'first'").await), json!("first"));
+    let compiled = fuel(0).await;
+    let reused = fuel(0).await;
+    assert!(reused + 20_000 < compiled, "a kept text costs {reused} fuel, a new one {compiled}");
+    let was_reused = |used: u64| used < (compiled + reused) / 2;
+    for i in 1..32 {
+        fuel(i).await; // texts 0 to 31 are kept
+    }
+    assert!(was_reused(fuel(0).await), "text 0 is one of the last 32");
+    fuel(32).await; // drops text 0, the oldest
+    assert!(!was_reused(fuel(0).await), "text 0 was dropped");
+    // Text 0 is kept again in place of text 1, the oldest then; text 2 is still kept.
+    assert!(was_reused(fuel(2).await), "text 2 is still kept");
+    assert!(!was_reused(fuel(1).await), "text 1 was dropped");
+}
+
 #[tokio::test]
 async fn javascript_use_strict_applies_to_its_step() {
     let strict = "'use strict';\nlet kept = 1;\nundeclared = 2;";
