@@ -1222,10 +1222,23 @@ def _compile_source(code, filename):
         return None  # its annotations would replace, not join, those of the lines before
     head = body[:start]
     head_code = (compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True)
-                 if start and head.strip(_BLANK) else None)
+                 if start and not _nothing_to_run(head) else None)
     if value:
         return head_code, None, None, last_code
     return head_code, None, last_code, None
+
+
+# Lines that are blank or comments, to the end.
+# (A NUL is left to compile(), which refuses it.)
+_COMMENTS_ONLY = re.compile(r"(?:[ \t\f]*(?:#[^\r\n\0]*)?(?:\r\n|\r|\n))*[ \t\f]*(?:#[^\r\n\0]*)?\Z")
+
+
+def _nothing_to_run(head):
+    """Whether the lines before a last line hold no code: blank lines and comments only,
+    which compile() would turn into code that does nothing, at its fixed cost (~100k
+    fuel; a step that starts with a comment line has such a head)."""
+    text = head.lstrip(_BLANK)
+    return not text or (text[0] == "#" and _COMMENTS_ONLY.match(text) is not None)
 
 
 def _compile_block_end(body, start, filename):
@@ -1245,7 +1258,7 @@ def _compile_block_end(body, start, filename):
     if "__annotate__" in rest.co_names:
         return None  # as for a last line
     head = body[:start]
-    if not head.strip(_BLANK):
+    if _nothing_to_run(head):
         return rest, None, None, None
     return compile(head, filename, "exec", flags=_FLAGS, dont_inherit=True), rest, None, None
 

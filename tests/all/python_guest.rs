@@ -62,6 +62,29 @@ async fn a_syntax_error_is_reported_with_its_line() {
     assert!(error.traceback.contains("line 2"), "{}", error.traceback);
 }
 
+/// Comments and blank lines before the last line compile to nothing, so the guest does not
+/// pay compile()'s fixed cost for them (~100k fuel; a few thousand a line remain); a NUL
+/// in them is refused as before.
+#[tokio::test]
+async fn comments_before_the_last_line_cost_no_compile_of_their_own() {
+    let fuel = async |code: &str| {
+        let outcome = wasmbox::Sandbox::new(crate::support::python_fuel(), crate::support::tools()).run(code).await;
+        assert_eq!(value(&outcome), json!(2), "{code:?}");
+        outcome.stats.fuel_used
+    };
+    let alone = fuel("1 + 1").await;
+    for code in ["# the sum\n1 + 1", "\n# one\n\n   # two\r\n\x0c# three\n1 + 1"] {
+        let commented = fuel(code).await;
+        assert!(commented < alone + 60_000, "{code:?}: {commented} fuel against {alone} for the line alone");
+    }
+    let with_code = fuel("# the sum\nx = 1\n1 + 1").await;
+    assert!(with_code > alone + 60_000, "a line of code before the last one is compiled: {with_code} against {alone}");
+    let outcome = run("# a\0b\n1 + 1").await;
+    assert_eq!(outcome.error.map(|error| error.kind), Some("SyntaxError".to_owned()), "a NUL is refused");
+    let outcome = run("# setup\n\n1/0").await;
+    assert!(outcome.error.unwrap().traceback.contains("line 3"), "the last line keeps its number");
+}
+
 #[tokio::test]
 async fn an_uncaught_exception_comes_back_with_kind_message_and_traceback() {
     let outcome = run("def f(x):\n    return 1 / x\n\nf(0)").await;
