@@ -1228,9 +1228,11 @@ def _compile_source(code, filename):
     return head_code, None, last_code, None
 
 
-# Lines that are blank or comments, to the end.
+# Lines that are blank or comments, to the end. A line ends at one `\r` or `\n` (a
+# `\r\n` is then a line and an empty one): with `\r\n` as an alternative, each CRLF line
+# could match two ways, and a head of comments before code backtracked through 2**lines.
 # (A NUL is left to compile(), which refuses it.)
-_COMMENTS_ONLY = re.compile(r"(?:[ \t\f]*(?:#[^\r\n\0]*)?(?:\r\n|\r|\n))*[ \t\f]*(?:#[^\r\n\0]*)?\Z")
+_COMMENTS_ONLY = re.compile(r"(?:[ \t\f]*(?:#[^\r\n\0]*)?[\r\n])*[ \t\f]*(?:#[^\r\n\0]*)?\Z")
 
 
 def _nothing_to_run(head):

@@ -83,6 +83,12 @@ async fn comments_before_the_last_line_cost_no_compile_of_their_own() {
     assert_eq!(outcome.error.map(|error| error.kind), Some("SyntaxError".to_owned()), "a NUL is refused");
     let outcome = run("# setup\n\n1/0").await;
     assert!(outcome.error.unwrap().traceback.contains("line 3"), "the last line keeps its number");
+    // Comment lines ended by CRLF before a line of code: the check that they are only
+    // comments fails at the code, and must fail in time linear in the lines (a pattern
+    // that could read a CRLF two ways tried 2**40 ways here).
+    let code = format!("{}x = 1\r\nx", "#\r\n".repeat(40));
+    let limits = wasmbox::Limits { timeout_ms: 10_000, ..wasmbox::Limits::default() };
+    assert_eq!(value(&crate::support::run_limited(&code, limits).await), json!(1));
 }
 
 #[tokio::test]
