@@ -1237,8 +1237,9 @@ _COMMENTS_ONLY = re.compile(r"(?:[ \t\f]*(?:#[^\r\n\0]*)?[\r\n])*[ \t\f]*(?:#[^\
 
 def _nothing_to_run(head):
     """Whether the lines before a last line hold no code: blank lines and comments only,
-    which compile() would turn into code that does nothing, at its fixed cost (~100k
-    fuel; a step that starts with a comment line has such a head)."""
+    which compile() would turn into code that does nothing, at its full fixed cost (a
+    step that starts with a comment line has such a head; docs/performance.md, "A Python
+    step that starts with a comment")."""
     text = head.lstrip(_BLANK)
     return not text or (text[0] == "#" and _COMMENTS_ONLY.match(text) is not None)
 

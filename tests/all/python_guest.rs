@@ -63,8 +63,9 @@ async fn a_syntax_error_is_reported_with_its_line() {
 }
 
 /// Comments and blank lines before the last line compile to nothing, so the guest does not
-/// pay compile()'s fixed cost for them (~100k fuel; a few thousand a line remain); a NUL
-/// in them is refused as before.
+/// pay compile()'s fixed cost for them: the bound below is well under that cost and over
+/// what each further line still costs (docs/performance.md, "A Python step that starts
+/// with a comment"); a NUL in them is refused as before.
 #[tokio::test]
 async fn comments_before_the_last_line_cost_no_compile_of_their_own() {
     let fuel = async |code: &str| {
