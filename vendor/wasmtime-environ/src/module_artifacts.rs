@@ -431,6 +431,34 @@ impl CompiledFunctionsTable {
         if loc.is_empty() { None } else { Some(loc) }
     }
 
+    /// wasmbox: the index part and location of every function of `namespace`
+    /// that has one, in index order: what `func_loc` answers for each key of the
+    /// namespace, in one pass over the table instead of a search per key.
+    pub fn func_locs_in(
+        &self,
+        namespace: FuncKeyNamespace,
+    ) -> impl Iterator<Item = (FuncKeyIndex, &FunctionLoc)> + '_ {
+        let (locs, sparse) = match self.namespace_index(namespace) {
+            None => (&[][..], None),
+            Some(ns_idx) => {
+                let locs = self.func_locs.get_range(self.func_loc_range(ns_idx)).unwrap();
+                let sparse = (!Self::is_dense(namespace.kind()))
+                    .then(|| self.sparse_indices.get_range(self.sparse_range(ns_idx)).unwrap());
+                (locs, sparse)
+            }
+        };
+        locs.iter()
+            .enumerate()
+            .map(move |(at, loc)| {
+                let index = match sparse {
+                    Some(indices) => indices[at],
+                    None => FuncKeyIndex::from_raw(u32::try_from(at).unwrap()),
+                };
+                (index, loc)
+            })
+            .filter(|(_, loc)| !loc.is_empty())
+    }
+
     fn src_loc_index(&self, key: FuncKey) -> Option<SrcLocIndex> {
         let (key_ns, key_index) = key.into_parts();
         if !Self::has_src_locs(key_ns.kind()) {

@@ -86,28 +86,70 @@ impl CompiledModule {
     /// lookup) each time cost more than the rest of making one; they are looked up
     /// once here, when the module loads, instead.
     fn compute_funcref_offsets(&self) -> Vec<FuncrefOffsets> {
+        let offsets = self.funcref_offsets_by_namespace();
+        debug_assert!(
+            self.module.defined_func_indices().all(|def| {
+                let one = offsets[def.as_u32() as usize];
+                let lookup = self.funcref_offsets_by_key(def);
+                (one.array_call, one.wasm_call) == (lookup.array_call, lookup.wasm_call)
+            }),
+            "the offsets by namespace are those looked up key by key"
+        );
+        offsets
+    }
+
+    /// wasmbox: the offsets of every defined function from two passes over the
+    /// index, one per namespace (a search per key was most of a module's load).
+    fn funcref_offsets_by_namespace(&self) -> Vec<FuncrefOffsets> {
+        let none = FuncrefOffsets {
+            array_call: u32::MAX,
+            wasm_call: u32::MAX,
+        };
         let module_index = self.module_index();
-        self.module
-            .defined_func_indices()
-            .map(|def| {
-                let array = self
-                    .index
-                    .func_loc(FuncKey::ArrayToWasmTrampoline(module_index, def));
-                let wasm = self
-                    .index
-                    .func_loc(FuncKey::DefinedWasmFunction(module_index, def));
-                match (array, wasm) {
-                    (Some(array), Some(wasm)) => FuncrefOffsets {
-                        array_call: array.start,
-                        wasm_call: wasm.start,
-                    },
-                    _ => FuncrefOffsets {
-                        array_call: u32::MAX,
-                        wasm_call: u32::MAX,
-                    },
-                }
-            })
-            .collect()
+        let first = DefinedFuncIndex::from_u32(0);
+        let namespace = |key: FuncKey| key.into_parts().0;
+        let mut offsets = vec![none; self.module.num_defined_funcs()];
+        let wasm = namespace(FuncKey::DefinedWasmFunction(module_index, first));
+        for (def, loc) in self.index.func_locs_in(wasm) {
+            if let Some(offset) = offsets.get_mut(def.into_raw() as usize) {
+                offset.wasm_call = loc.start;
+            }
+        }
+        let array = namespace(FuncKey::ArrayToWasmTrampoline(module_index, first));
+        for (def, loc) in self.index.func_locs_in(array) {
+            if let Some(offset) = offsets.get_mut(def.into_raw() as usize) {
+                offset.array_call = loc.start;
+            }
+        }
+        // A function escapes only with both code pointers.
+        for offset in &mut offsets {
+            if offset.array_call == u32::MAX || offset.wasm_call == u32::MAX {
+                *offset = none;
+            }
+        }
+        offsets
+    }
+
+    /// wasmbox: defined function `def`'s offsets looked up key by key, which
+    /// [`Self::compute_funcref_offsets`] checks its pass against in debug builds.
+    fn funcref_offsets_by_key(&self, def: DefinedFuncIndex) -> FuncrefOffsets {
+        let module_index = self.module_index();
+        let array = self
+            .index
+            .func_loc(FuncKey::ArrayToWasmTrampoline(module_index, def));
+        let wasm = self
+            .index
+            .func_loc(FuncKey::DefinedWasmFunction(module_index, def));
+        match (array, wasm) {
+            (Some(array), Some(wasm)) => FuncrefOffsets {
+                array_call: array.start,
+                wasm_call: wasm.start,
+            },
+            _ => FuncrefOffsets {
+                array_call: u32::MAX,
+                wasm_call: u32::MAX,
+            },
+        }
     }
 
     /// wasmbox: the text offsets of defined function `def`'s `VMFuncRef` code
