@@ -33,12 +33,20 @@ pub struct CompiledModule {
 /// point, as offsets into the text section: its array-to-wasm trampoline and its
 /// body. `u32::MAX` in both for a function that does not escape (it has no
 /// trampoline and no `VMFuncRef`).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 pub struct FuncrefOffsets {
     /// Offset of the array-to-wasm trampoline (`VMFuncRef::array_call`).
     pub array_call: u32,
     /// Offset of the function body (`VMFuncRef::wasm_call`).
     pub wasm_call: u32,
+}
+
+impl FuncrefOffsets {
+    /// wasmbox: the offsets of a function that does not escape.
+    const NONE: Self = Self {
+        array_call: u32::MAX,
+        wasm_call: u32::MAX,
+    };
 }
 
 impl CompiledModule {
@@ -88,27 +96,21 @@ impl CompiledModule {
     fn compute_funcref_offsets(&self) -> Vec<FuncrefOffsets> {
         let offsets = self.funcref_offsets_by_namespace();
         debug_assert!(
-            self.module.defined_func_indices().all(|def| {
-                let one = offsets[def.as_u32() as usize];
-                let lookup = self.funcref_offsets_by_key(def);
-                (one.array_call, one.wasm_call) == (lookup.array_call, lookup.wasm_call)
-            }),
+            self.module
+                .defined_func_indices()
+                .all(|def| offsets[def.as_u32() as usize] == self.funcref_offsets_by_key(def)),
             "the offsets by namespace are those looked up key by key"
         );
         offsets
     }
 
     /// wasmbox: the offsets of every defined function from two passes over the
-    /// index, one per namespace (a search per key was most of a module's load).
+    /// index, one per namespace, instead of two searches per function.
     fn funcref_offsets_by_namespace(&self) -> Vec<FuncrefOffsets> {
-        let none = FuncrefOffsets {
-            array_call: u32::MAX,
-            wasm_call: u32::MAX,
-        };
         let module_index = self.module_index();
         let first = DefinedFuncIndex::from_u32(0);
         let namespace = |key: FuncKey| key.into_parts().0;
-        let mut offsets = vec![none; self.module.num_defined_funcs()];
+        let mut offsets = vec![FuncrefOffsets::NONE; self.module.num_defined_funcs()];
         let wasm = namespace(FuncKey::DefinedWasmFunction(module_index, first));
         for (def, loc) in self.index.func_locs_in(wasm) {
             if let Some(offset) = offsets.get_mut(def.into_raw() as usize) {
@@ -124,7 +126,7 @@ impl CompiledModule {
         // A function escapes only with both code pointers.
         for offset in &mut offsets {
             if offset.array_call == u32::MAX || offset.wasm_call == u32::MAX {
-                *offset = none;
+                *offset = FuncrefOffsets::NONE;
             }
         }
         offsets
@@ -145,10 +147,7 @@ impl CompiledModule {
                 array_call: array.start,
                 wasm_call: wasm.start,
             },
-            _ => FuncrefOffsets {
-                array_call: u32::MAX,
-                wasm_call: u32::MAX,
-            },
+            _ => FuncrefOffsets::NONE,
         }
     }
 
